@@ -22,7 +22,7 @@ logs=${OUT:-$here/logs}
 mkdir -p "$logs"
 export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # NCCL comes from the machine's PyTorch environment (nvidia-nccl-cu13) when it has one.
-nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(os.path.dirname(nvidia.nccl.__file__), "lib"))' 2>/dev/null || true)
+nccl_dir=$(python3 -c 'import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null || true)
 [ -n "$nccl_dir" ] && [ -d "$nccl_dir" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_dir"
 export NCCL_NVLS_ENABLE=0
 

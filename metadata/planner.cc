@@ -1,0 +1,298 @@
+#include "metadata/planner.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "metadata/capacity.h"
+
+namespace mlaps {
+namespace {
+
+bool IsPowerOfTwo(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+absl::Status TooSmall(absl::string_view buffer, size_t have, int64_t need) {
+  return absl::ResourceExhaustedError(absl::StrCat("plan buffer ", buffer, " holds ", have,
+                                                   " entries but this plan needs ", need));
+}
+
+}  // namespace
+
+absl::string_view PolicyName(PlanPolicy policy) {
+  switch (policy) {
+    case PlanPolicy::kGreedyPayload:
+      return "greedy_payload";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<PlanPolicy> ParsePolicy(absl::string_view name) {
+  if (name == "greedy_payload" || name.empty()) return PlanPolicy::kGreedyPayload;
+  return absl::InvalidArgumentError(
+      absl::StrCat("policy '", name, "' is not one of: greedy_payload"));
+}
+
+absl::StatusOr<PlanOptions> ResolveOptions(const Batch& batch, const PlanOptions& options) {
+  PlanOptions o = options;
+  if (o.num_cu == 0) o.num_cu = DefaultNumCu(batch.arch);
+  if (o.num_cu < 1 || o.num_cu > 65536) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_cu = ", o.num_cu, ": must be in [1, 65536] (0: the arch default)"));
+  }
+  if (!IsPowerOfTwo(o.kv_granularity) || o.kv_granularity > (1 << 16)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kv_granularity = ", o.kv_granularity, ": must be a power of two in [1, 65536]"));
+  }
+  if (o.fixed_overhead == -1) {
+    o.fixed_overhead = std::max<int>(1, CeilDiv(16, batch.page_size));
+  }
+  if (o.fixed_overhead < 0 || o.fixed_overhead > (1 << 20)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fixed_overhead = ", o.fixed_overhead, ": must be in [0, 2^20] (-1: AITER's default)"));
+  }
+  if (o.max_split_per_batch < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_split_per_batch = ", o.max_split_per_batch, ": must be >= 0 (0: no limit)"));
+  }
+  return o;
+}
+
+std::vector<QoTile> BuildTiles(const Batch& batch, const ResolvedVariant& variant,
+                               int kv_granularity) {
+  const int r = variant.head_fold;
+  const int per_tile = variant.tokens_per_tile;
+  const bool causal_trim = batch.causal && !batch.cp_round_robin && batch.sparse_topk == 0;
+  std::vector<QoTile> tiles;
+  for (int b = 0; b < batch.num_requests(); ++b) {
+    const int q = batch.qlen(b);
+    const int64_t kv_len = batch.kv_len(b);
+    for (int g = 0; g < r; ++g) {
+      const int32_t v = b * r + g;
+      const int32_t v_start = batch.qo_indptr[b] * r + g * q;  // folded qo_indptr[v]
+      for (int t0 = 0; t0 < q; t0 += per_tile) {
+        const int t1 = std::min(q, t0 + per_tile);
+        QoTile tile;
+        tile.v = v;
+        tile.b = b;
+        tile.qo_start = v_start + t0;
+        tile.qo_end = v_start + t1;
+        tile.first_token = t0;
+        tile.kv_len = kv_len;
+        // The tile's last token (t1 - 1) sees kv positions < L - q + t1.
+        tile.kv_tokens = causal_trim ? kv_len - q + t1 : kv_len;
+        tile.blocks = CeilDiv(tile.kv_tokens, kv_granularity);
+        tiles.push_back(tile);
+      }
+    }
+  }
+  return tiles;
+}
+
+std::vector<Assignment> AssignGreedyPayload(absl::Span<const QoTile> tiles,
+                                            const PlanOptions& options, int page_size) {
+  const int64_t g = options.kv_granularity;
+  const int64_t overhead = options.fixed_overhead;
+  const int64_t quantum = std::max<int64_t>(g, page_size);  // split points, in kv tokens
+  int64_t total = 0;
+  for (const QoTile& t : tiles) {
+    if (t.kv_tokens > 0) total += t.blocks + overhead;
+  }
+  const int64_t payload = CeilDiv(total, options.num_cu) + overhead;
+
+  std::vector<Assignment> out;
+  int cu = 0;
+  int64_t remaining = payload;
+  for (int32_t i = 0; i < static_cast<int32_t>(tiles.size()); ++i) {
+    const QoTile& tile = tiles[i];
+    if (tile.kv_tokens <= 0) continue;  // nothing to attend: O = 0, LSE = -inf
+    int64_t begin = 0;
+    int pieces = 0;
+    while (true) {
+      const int64_t rest = tile.kv_tokens - begin;
+      const int64_t rest_cost = CeilDiv(rest, g) + overhead;
+      const bool last_cu = cu == options.num_cu - 1;
+      const bool last_piece_allowed =
+          options.max_split_per_batch > 0 && pieces + 1 >= options.max_split_per_batch;
+      if (rest_cost <= remaining || last_cu || last_piece_allowed) {
+        out.push_back({i, cu, begin, tile.kv_tokens});
+        remaining -= rest_cost;
+        break;
+      }
+      // Split: take what fits this CU, on a quantum boundary, leaving a tail of at least
+      // the tile's token count so every q token sees a kv token in the last piece.
+      int64_t take = (remaining - overhead) * g / quantum * quantum;
+      const int64_t max_take = (rest - tile.tokens()) / quantum * quantum;
+      take = std::min(take, max_take);
+      if (take > 0) {
+        out.push_back({i, cu, begin, begin + take});
+        begin += take;
+        ++pieces;
+      }
+      ++cu;
+      remaining = payload;
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<PlanSizes> PlanDecodeInto(const Batch& batch, const PlanOptions& options,
+                                         const PlanBuffers& buffers) {
+  if (absl::Status s = ValidateBatch(batch); !s.ok()) return s;
+  absl::StatusOr<PlanOptions> resolved = ResolveOptions(batch, options);
+  if (!resolved.ok()) return resolved.status();
+  const PlanOptions& o = *resolved;
+  VariantQuery query;
+  query.arch = batch.arch;
+  query.q_dtype = batch.q_dtype;
+  query.kv_dtype = batch.kv_dtype;
+  query.num_heads = batch.num_heads;
+  query.qlen = batch.max_qlen();
+  query.cp_round_robin = batch.cp_round_robin;
+  query.lse = o.lse;
+  absl::StatusOr<ResolvedVariant> variant = ResolveVariant(query);
+  if (!variant.ok()) return variant.status();
+
+  const std::vector<QoTile> tiles = BuildTiles(batch, *variant, o.kv_granularity);
+  std::vector<Assignment> assignments;
+  switch (o.policy) {
+    case PlanPolicy::kGreedyPayload:
+      assignments = AssignGreedyPayload(tiles, o, batch.page_size);
+      break;
+  }
+
+  // Count, check every capacity, then write: nothing is written unless all of it fits.
+  PlanSizes sizes;
+  sizes.variant = *variant;
+  sizes.num_cu = o.num_cu;
+  sizes.num_virtual_requests = batch.num_requests() * variant->head_fold;
+  sizes.num_works = static_cast<int>(assignments.size());
+  std::vector<int32_t> pieces_of_tile(tiles.size(), 0);
+  for (const Assignment& a : assignments) ++pieces_of_tile[a.tile];
+  for (size_t t = 0; t < tiles.size(); ++t) {
+    if (pieces_of_tile[t] > 1) {
+      ++sizes.num_reduce_tiles;
+      sizes.num_reduce_pieces += pieces_of_tile[t];
+      sizes.num_partial_rows += pieces_of_tile[t] * tiles[t].tokens();
+    }
+  }
+  if (buffers.qo_indptr.size() < static_cast<size_t>(sizes.num_virtual_requests) + 1) {
+    return TooSmall("qo_indptr", buffers.qo_indptr.size(), sizes.num_virtual_requests + 1);
+  }
+  if (buffers.work_indptr.size() < static_cast<size_t>(o.num_cu) + 1) {
+    return TooSmall("work_indptr", buffers.work_indptr.size(), o.num_cu + 1);
+  }
+  if (buffers.work_info.size() < static_cast<size_t>(sizes.num_works)) {
+    return TooSmall("work_info", buffers.work_info.size(), sizes.num_works);
+  }
+  if (buffers.reduce_indptr.size() < static_cast<size_t>(sizes.num_reduce_tiles) + 1) {
+    return TooSmall("reduce_indptr", buffers.reduce_indptr.size(), sizes.num_reduce_tiles + 1);
+  }
+  if (buffers.reduce_final_map.size() < 2 * static_cast<size_t>(sizes.num_reduce_tiles)) {
+    return TooSmall("reduce_final_map", buffers.reduce_final_map.size(),
+                    2 * sizes.num_reduce_tiles);
+  }
+  if (buffers.reduce_partial_map.size() < static_cast<size_t>(sizes.num_reduce_pieces)) {
+    return TooSmall("reduce_partial_map", buffers.reduce_partial_map.size(),
+                    sizes.num_reduce_pieces);
+  }
+
+  // Folded qo_indptr: request b's q tokens repeated head_fold times.
+  const int r = variant->head_fold;
+  buffers.qo_indptr[0] = 0;
+  for (int v = 0; v < sizes.num_virtual_requests; ++v) {
+    buffers.qo_indptr[v + 1] = buffers.qo_indptr[v] + batch.qlen(v / r);
+  }
+
+  // Partial rows and reduce maps, in tile order; each split piece gets the tile's tokens.
+  std::vector<int32_t> first_row(tiles.size(), kNoPartial);
+  int32_t row = 0, reduce_tile = 0, reduce_piece = 0;
+  buffers.reduce_indptr[0] = 0;
+  for (size_t t = 0; t < tiles.size(); ++t) {
+    if (pieces_of_tile[t] <= 1) continue;
+    first_row[t] = row;
+    buffers.reduce_final_map[2 * reduce_tile] = tiles[t].qo_start;
+    buffers.reduce_final_map[2 * reduce_tile + 1] = tiles[t].qo_end;
+    for (int p = 0; p < pieces_of_tile[t]; ++p) {
+      buffers.reduce_partial_map[reduce_piece++] = row;
+      row += tiles[t].tokens();
+    }
+    buffers.reduce_indptr[++reduce_tile] = reduce_piece;
+  }
+
+  // work_indptr by counting per CU; items keep their policy order within a CU.
+  std::fill(buffers.work_indptr.begin(), buffers.work_indptr.begin() + o.num_cu + 1, 0);
+  for (const Assignment& a : assignments) ++buffers.work_indptr[a.cu + 1];
+  for (int c = 0; c < o.num_cu; ++c) buffers.work_indptr[c + 1] += buffers.work_indptr[c];
+  std::vector<int32_t> cursor(buffers.work_indptr.begin(),
+                              buffers.work_indptr.begin() + o.num_cu);
+  std::vector<int32_t> piece_index(tiles.size(), 0);
+  for (const Assignment& a : assignments) {
+    const QoTile& tile = tiles[a.tile];
+    const int32_t page_base = batch.kv_indptr[tile.b];
+    const int64_t end_page = CeilDiv(a.kv_end, batch.page_size);
+    WorkInfo w;
+    w.batch_idx = tile.v;
+    w.partial_qo_loc = first_row[a.tile] == kNoPartial
+                           ? kNoPartial
+                           : first_row[a.tile] + piece_index[a.tile]++ * tile.tokens();
+    w.qo_start = tile.qo_start;
+    w.qo_end = tile.qo_end;
+    w.kv_start = page_base + static_cast<int32_t>(a.kv_begin / batch.page_size);
+    w.kv_end = page_base + static_cast<int32_t>(end_page);
+    w.kv_offset = static_cast<int32_t>(tile.kv_len -
+                                       std::min<int64_t>(end_page * batch.page_size, tile.kv_len));
+    w.pad = 0;
+    buffers.work_info[cursor[a.cu]++] = w;
+  }
+  return sizes;
+}
+
+absl::StatusOr<WorkPlan> PlanDecode(const Batch& batch, const PlanOptions& options) {
+  // Size from this batch's own maxima, then trim to what was used.
+  if (absl::Status s = ValidateBatch(batch); !s.ok()) return s;
+  absl::StatusOr<PlanOptions> o = ResolveOptions(batch, options);
+  if (!o.ok()) return o.status();
+  CapacityQuery query;
+  query.arch = batch.arch;
+  query.q_dtype = batch.q_dtype;
+  query.kv_dtype = batch.kv_dtype;
+  query.num_heads = batch.num_heads;
+  query.max_batch = batch.num_requests();
+  query.max_qlen = batch.max_qlen();
+  query.num_cu = o->num_cu;
+  query.cp_round_robin = batch.cp_round_robin;
+  query.lse = o->lse;
+  absl::StatusOr<PlanCapacity> capacity = ComputePlanCapacity(query);
+  if (!capacity.ok()) return capacity.status();
+  WorkPlan plan;
+  plan.qo_indptr.resize(capacity->qo_indptr);
+  plan.work_indptr.resize(capacity->work_indptr);
+  plan.work_info.resize(capacity->work_info);
+  plan.reduce_indptr.resize(capacity->reduce_indptr);
+  plan.reduce_final_map.resize(capacity->reduce_final_map);
+  plan.reduce_partial_map.resize(capacity->reduce_partial_map);
+  absl::StatusOr<PlanSizes> sizes =
+      PlanDecodeInto(batch, *o,
+                     PlanBuffers{absl::MakeSpan(plan.qo_indptr), absl::MakeSpan(plan.work_indptr),
+                                 absl::MakeSpan(plan.work_info), absl::MakeSpan(plan.reduce_indptr),
+                                 absl::MakeSpan(plan.reduce_final_map),
+                                 absl::MakeSpan(plan.reduce_partial_map)});
+  if (!sizes.ok()) return sizes.status();
+  plan.variant = sizes->variant.name;
+  plan.rows_per_tile = sizes->variant.rows_per_tile;
+  plan.tokens_per_tile = sizes->variant.tokens_per_tile;
+  plan.head_fold = sizes->variant.head_fold;
+  plan.num_cu = sizes->num_cu;
+  plan.qo_indptr.resize(sizes->num_virtual_requests + 1);
+  plan.work_info.resize(sizes->num_works);
+  plan.reduce_indptr.resize(sizes->num_reduce_tiles + 1);
+  plan.reduce_final_map.resize(2 * sizes->num_reduce_tiles);
+  plan.reduce_partial_map.resize(sizes->num_reduce_pieces);
+  plan.num_partial_rows = sizes->num_partial_rows;
+  return plan;
+}
+
+}  // namespace mlaps

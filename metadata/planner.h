@@ -1,0 +1,106 @@
+// The persistent-scheduling planner: splits a batch's attention into work items over the
+// compute units, in AITER's WorkPlan layout (work_plan.h).
+//
+// Pipeline: ValidateBatch -> ResolveVariant (registry) -> qo tiles -> policy assigns kv pieces
+// of tiles to CUs -> layout (work_indptr / work_info / reduce maps).
+#ifndef MLAPS_METADATA_PLANNER_H_
+#define MLAPS_METADATA_PLANNER_H_
+
+#include <cstdint>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "metadata/batch.h"
+#include "metadata/registry.h"
+#include "metadata/work_plan.h"
+
+namespace mlaps {
+
+enum class PlanPolicy {
+  // AITER v1.2 / FlashMLA: payload = ceil(total / num_cu) + overhead; fill CUs in order,
+  // splitting a tile when a CU's payload runs out.
+  kGreedyPayload,
+};
+absl::string_view PolicyName(PlanPolicy policy);
+absl::StatusOr<PlanPolicy> ParsePolicy(absl::string_view name);
+
+struct PlanOptions {
+  int num_cu = 0;               // 0: DefaultNumCu(batch.arch)
+  int kv_granularity = 16;      // kv tokens per cost block; a power of two
+  int fixed_overhead = -1;      // blocks per work item; -1: AITER's max(1, ceil(16 / page))
+  int max_split_per_batch = 0;  // most pieces per qo tile; 0: no limit beyond num_cu
+  PlanPolicy policy = PlanPolicy::kGreedyPayload;
+  bool lse = false;             // the caller needs LSE (restricts the variant)
+};
+
+// One qo tile: `tokens` q tokens of virtual request v (head group g of request b) and the kv
+// tokens [0, kv_tokens) of request b it must attend (causally trimmed in dense MTP mode).
+struct QoTile {
+  int32_t v;                 // virtual request b * head_fold + g
+  int32_t b;                 // request
+  int32_t qo_start, qo_end;  // folded global q tokens
+  int32_t first_token;       // index of qo_start's token within its request
+  int64_t kv_tokens;         // visible kv tokens (request-local, from position 0)
+  int64_t kv_len;            // the request's kv length L
+  int64_t blocks;            // cost: ceil(kv_tokens / kv_granularity)
+  int32_t tokens() const { return qo_end - qo_start; }
+};
+
+// A contiguous kv piece of a tile assigned to one CU: request-local kv tokens
+// [kv_begin, kv_end).
+struct Assignment {
+  int32_t tile;
+  int32_t cu;
+  int64_t kv_begin, kv_end;
+};
+
+// The options with defaults filled in and checked against the batch.
+// Errors: InvalidArgument naming the option and value.
+absl::StatusOr<PlanOptions> ResolveOptions(const Batch& batch, const PlanOptions& options);
+
+// The qo tiles of a (validated) batch under a resolved variant, in plan order.
+std::vector<QoTile> BuildTiles(const Batch& batch, const ResolvedVariant& variant,
+                               int kv_granularity);
+
+// Policies: assign every tile with kv_tokens > 0 to CUs as pieces. Pieces of one tile are
+// emitted in kv order; split boundaries are multiples of max(kv_granularity, page_size).
+std::vector<Assignment> AssignGreedyPayload(absl::Span<const QoTile> tiles,
+                                            const PlanOptions& options, int page_size);
+
+// Caller-provided output arrays (device-mirrored persistent buffers under graph capture).
+// Sizes come from PlanCapacity (capacity.h).
+struct PlanBuffers {
+  absl::Span<int32_t> qo_indptr;           // folded, >= B * head_fold + 1
+  absl::Span<int32_t> work_indptr;         // >= num_cu + 1
+  absl::Span<WorkInfo> work_info;          // >= works
+  absl::Span<int32_t> reduce_indptr;       // >= split tiles + 1
+  absl::Span<int32_t> reduce_final_map;    // >= 2 * split tiles
+  absl::Span<int32_t> reduce_partial_map;  // >= pieces of split tiles
+};
+
+// What PlanDecodeInto wrote: the used prefix of each buffer.
+struct PlanSizes {
+  ResolvedVariant variant;
+  int num_cu = 0;
+  int num_virtual_requests = 0;  // B * head_fold
+  int num_works = 0;
+  int num_reduce_tiles = 0;
+  int num_reduce_pieces = 0;
+  int32_t num_partial_rows = 0;
+};
+
+// Plans into caller buffers. Errors: InvalidArgument (bad batch or options, named), NotFound
+// (no kernel variant for the shape; lists the nearest supported ones), ResourceExhausted
+// (a buffer is too small: names the buffer, its size and the size needed; nothing is written
+// past any span's end, and buffers are left unmodified).
+absl::StatusOr<PlanSizes> PlanDecodeInto(const Batch& batch, const PlanOptions& options,
+                                         const PlanBuffers& buffers);
+
+// Plans into a freshly sized owning WorkPlan.
+absl::StatusOr<WorkPlan> PlanDecode(const Batch& batch, const PlanOptions& options);
+
+}  // namespace mlaps
+
+#endif  // MLAPS_METADATA_PLANNER_H_

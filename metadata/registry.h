@@ -1,0 +1,63 @@
+// The kernel registry: which kernel variant runs a (arch, dtypes, H, qlen, cp, lse) shape,
+// how its qo tiles are packed, and whether heads are folded.
+//
+// The registry is data: one text-format protobuf file per architecture under
+// metadata/registry/ (gfx942.textproto, gfx950.textproto, sm90.textproto), with the columns
+// of AITER's mla_asm.csv plus the (nhead, qlen) shapes each kernel serves. The files are
+// compiled into the library, so no file is read at run time.
+#ifndef MLAPS_METADATA_REGISTRY_H_
+#define MLAPS_METADATA_REGISTRY_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "metadata/proto/mlaps.pb.h"
+#include "metadata/types.h"
+
+namespace mlaps {
+
+struct VariantQuery {
+  Arch arch = Arch::kSm90;
+  DType q_dtype = DType::kBf16;
+  DType kv_dtype = DType::kBf16;
+  int num_heads = 16;  // H
+  int qlen = 1;        // q tokens per request (the batch's maximum for varlen batches)
+  bool cp_round_robin = false;
+  bool lse = false;  // the caller needs LSE out
+};
+
+// What the planner and the kernels need to know about the chosen variant.
+struct ResolvedVariant {
+  std::string name;         // registry kernel name
+  int rows_per_tile = 64;   // qo rows (heads x tokens) per tile: 64 or 128
+  int q_seq_len = 1;        // the kernel's packed qSeqLen column
+  int head_fold = 1;        // r: each request runs as r virtual requests of H / r heads
+  int heads_per_group = 16; // H / r
+  int tokens_per_tile = 1;  // min(qlen, rows_per_tile / heads_per_group)
+  proto::CostModel cost;    // per-block and per-item cost of this variant
+};
+
+// The registry of one architecture, parsed from its embedded text proto.
+// Errors: Internal if the embedded file does not parse or breaks a registry invariant
+// (rows_per_tile not 64/128, a Serves whose H / head_fold exceeds rows_per_tile, ...).
+absl::StatusOr<proto::KernelRegistry> LoadRegistry(Arch arch);
+
+// Checks a registry (embedded or user-given) for the invariants above.
+absl::Status ValidateRegistry(const proto::KernelRegistry& registry);
+
+// Picks the variant for `query` from `registry`. A row matches when its arch, dtypes,
+// ps = true, cprr = query.cp_round_robin, lse (when requested) match and one of its Serves
+// covers (num_heads, qlen). The first matching row in file order wins.
+// Errors: InvalidArgument for a malformed query (H or qlen <= 0); NotFound ("unsupported")
+// naming the shape and listing the nearest supported (nhead, qlen) shapes for the same arch,
+// dtypes and cp flag.
+absl::StatusOr<ResolvedVariant> ResolveVariant(const proto::KernelRegistry& registry,
+                                               const VariantQuery& query);
+
+// Convenience: LoadRegistry(query.arch) then ResolveVariant.
+absl::StatusOr<ResolvedVariant> ResolveVariant(const VariantQuery& query);
+
+}  // namespace mlaps
+
+#endif  // MLAPS_METADATA_REGISTRY_H_

@@ -1,0 +1,236 @@
+// The planner: layout, tiling, folding, causal trim, splits, capacity; every plan it makes
+// is checked for exactly-once coverage by the simulator's plan checker.
+#include "metadata/planner.h"
+
+#include <algorithm>
+#include <random>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "metadata/capacity.h"
+#include "sim/plan_checker.h"
+
+namespace mlaps {
+namespace {
+
+void ExpectSound(const Batch& batch, const WorkPlan& plan) {
+  std::vector<sim::Violation> v = sim::CheckPlan(batch, plan);
+  EXPECT_TRUE(v.empty()) << sim::FormatViolations(v);
+}
+
+WorkPlan PlanOrDie(const Batch& batch, const PlanOptions& options = {}) {
+  absl::StatusOr<WorkPlan> plan = PlanDecode(batch, options);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return plan.ok() ? *plan : WorkPlan{};
+}
+
+TEST(Planner, UniformBatchCoversEverythingOnce) {
+  Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 32, 1, 1024, 64);
+  WorkPlan plan = PlanOrDie(batch);
+  EXPECT_EQ(plan.num_cu, 132);
+  EXPECT_EQ(plan.work_indptr.size(), 133u);
+  EXPECT_EQ(plan.head_fold, 1);
+  ExpectSound(batch, plan);
+}
+
+TEST(Planner, SplitsLongRequestsAcrossCusWithReduceMaps) {
+  // One 16k request on 8 CUs: its single tile must be split into about 8 pieces.
+  Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 1, 1, 16384, 1);
+  PlanOptions options;
+  options.num_cu = 8;
+  WorkPlan plan = PlanOrDie(batch, options);
+  ExpectSound(batch, plan);
+  EXPECT_EQ(plan.num_works(), 8);
+  ASSERT_EQ(plan.num_reduce_tiles(), 1);
+  EXPECT_EQ(plan.reduce_final_map, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(plan.reduce_partial_map.size(), 8u);
+  EXPECT_EQ(plan.num_partial_rows, 8);
+  for (int c = 0; c < 8; ++c) {
+    EXPECT_EQ(plan.work_indptr[c + 1] - plan.work_indptr[c], 1) << "cu " << c;
+    EXPECT_EQ(plan.work_info[c].partial_qo_loc, c);
+  }
+}
+
+TEST(Planner, MaxSplitPerBatchBoundsPieces) {
+  Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 1, 1, 16384, 1);
+  PlanOptions options;
+  options.num_cu = 64;
+  options.max_split_per_batch = 5;
+  WorkPlan plan = PlanOrDie(batch, options);
+  ExpectSound(batch, plan);
+  EXPECT_EQ(plan.num_works(), 5);
+}
+
+TEST(Planner, CausalTrimAndKvOffset) {
+  // gfx950 fp8 (32, 3): tiles of 2 and 1 tokens; kv trimmed to L - q + t1.
+  Batch batch = MakeUniformBatch(Arch::kGfx950, DType::kFp8, 32, 1, 3, 100, 16);
+  PlanOptions options;
+  options.num_cu = 1;
+  WorkPlan plan = PlanOrDie(batch, options);
+  ExpectSound(batch, plan);
+  ASSERT_EQ(plan.num_works(), 2);
+  EXPECT_EQ(plan.tokens_per_tile, 2);
+  const WorkInfo& a = plan.work_info[0];
+  EXPECT_EQ(a.qo_start, 0);
+  EXPECT_EQ(a.qo_end, 2);
+  // Tokens 0, 1 see < 98 and < 99: pages [0, ceil(99 / 16) = 7), kv_offset 100 - 99... the
+  // page end is token 112 clipped to L = 100, so the offset is 0.
+  EXPECT_EQ(a.kv_end, 7);
+  EXPECT_EQ(a.kv_offset, 0);
+  const WorkInfo& b = plan.work_info[1];
+  EXPECT_EQ(b.qo_start, 2);
+  EXPECT_EQ(b.qo_end, 3);
+  EXPECT_EQ(b.kv_end, 7);
+  // With page size 1 the trim is exact and kv_offset counts the hidden tail.
+  Batch p1 = MakeUniformBatch(Arch::kGfx950, DType::kFp8, 32, 1, 3, 100, 1);
+  WorkPlan plan1 = PlanOrDie(p1, options);
+  ExpectSound(p1, plan1);
+  EXPECT_EQ(plan1.work_info[0].kv_end, 99);
+  EXPECT_EQ(plan1.work_info[0].kv_offset, 1);
+  EXPECT_EQ(plan1.work_info[1].kv_end, 100);
+  EXPECT_EQ(plan1.work_info[1].kv_offset, 0);
+}
+
+TEST(Planner, HeadFoldingMakesVirtualRequests) {
+  // sm90 H = 128 runs as 2 groups of 64 heads: virtual request v = 2b + g.
+  Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 128, 3, 2, 500, 64);
+  WorkPlan plan = PlanOrDie(batch);
+  ExpectSound(batch, plan);
+  EXPECT_EQ(plan.head_fold, 2);
+  EXPECT_EQ(plan.qo_indptr, (std::vector<int32_t>{0, 2, 4, 6, 8, 10, 12}));
+  for (const WorkInfo& w : plan.work_info) {
+    const int b = w.batch_idx / 2;
+    EXPECT_GE(w.kv_start, batch.kv_indptr[b]);
+    EXPECT_LE(w.kv_end, batch.kv_indptr[b + 1]);
+  }
+}
+
+TEST(Planner, TailOfASplitTileHoldsAtLeastItsTokens) {
+  // qlen 4, H 16 on sm90: 4-token tiles. Every last piece must leave each token a kv token.
+  for (int kv_len : {37, 64, 100, 129}) {
+    Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 1, 4, kv_len, 1);
+    for (int num_cu : {2, 3, 5, 7}) {
+      PlanOptions options;
+      options.num_cu = num_cu;
+      options.kv_granularity = 1;
+      options.fixed_overhead = 0;
+      WorkPlan plan = PlanOrDie(batch, options);
+      ExpectSound(batch, plan);
+    }
+  }
+}
+
+TEST(Planner, RefusesTooSmallBuffersWithoutWriting) {
+  Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 4, 1, 4096, 16);
+  PlanOptions options;
+  options.num_cu = 16;
+  std::vector<int32_t> qo(5, 7), wi(17, 7), ri(17, 7), rf(32, 7), rp(32, 7);
+  std::vector<WorkInfo> works(3, WorkInfo{7, 7, 7, 7, 7, 7, 7, 7});
+  absl::StatusOr<PlanSizes> s = PlanDecodeInto(
+      batch, options,
+      {absl::MakeSpan(qo), absl::MakeSpan(wi), absl::MakeSpan(works), absl::MakeSpan(ri),
+       absl::MakeSpan(rf), absl::MakeSpan(rp)});
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kResourceExhausted) << s.status();
+  EXPECT_NE(std::string(s.status().message()).find("work_info holds 3"), std::string::npos)
+      << s.status();
+  for (auto* v : {&qo, &wi, &ri, &rf, &rp}) {
+    EXPECT_TRUE(std::all_of(v->begin(), v->end(), [](int32_t x) { return x == 7; }));
+  }
+  for (const WorkInfo& w : works) EXPECT_EQ(w.batch_idx, 7);
+}
+
+TEST(Planner, OptionErrorsNameTheOption) {
+  Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 4, 1, 4096, 16);
+  PlanOptions o;
+  o.kv_granularity = 24;
+  EXPECT_NE(std::string(PlanDecode(batch, o).status().message()).find("kv_granularity = 24"),
+            std::string::npos);
+  o = {};
+  o.num_cu = -3;
+  EXPECT_NE(std::string(PlanDecode(batch, o).status().message()).find("num_cu = -3"),
+            std::string::npos);
+  o = {};
+  o.max_split_per_batch = -1;
+  EXPECT_EQ(PlanDecode(batch, o).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParsePolicy("fastest").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Planner, UnsupportedShapeIsNotFound) {
+  Batch batch = MakeUniformBatch(Arch::kGfx950, DType::kFp8, 48, 4, 1, 4096, 16);
+  EXPECT_EQ(PlanDecode(batch, {}).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(Planner, CpShardsPlanWithoutLocalTrimAndSkipEmptyRequests) {
+  Batch batch = MakeVarlenBatch(Arch::kSm90, DType::kBf16, 16, {0, 3, 700}, 4, 1);
+  batch.cp_round_robin = true;
+  WorkPlan plan = PlanOrDie(batch);
+  ExpectSound(batch, plan);
+  for (const WorkInfo& w : plan.work_info) {
+    EXPECT_NE(w.batch_idx, 0) << "request 0 has no local kv";
+    EXPECT_EQ(w.kv_end - w.kv_start + w.kv_offset > 0, true);
+  }
+}
+
+TEST(Planner, SparsePerTokenBatch) {
+  Batch batch = MakeVarlenBatch(Arch::kSm90, DType::kFp8, 128, {2048, 0, 17, 2048}, 1, 1);
+  batch.sparse_topk = 2048;
+  batch.causal = false;
+  WorkPlan plan = PlanOrDie(batch);
+  ExpectSound(batch, plan);
+}
+
+// Thousands of random batches over every registry-supported shape: each plan is sound and
+// fits the capacity computed from the batch's maxima.
+TEST(Planner, RandomBatchesAreSoundAndWithinCapacity) {
+  std::mt19937 rng(20261129);
+  const Arch archs[] = {Arch::kGfx942, Arch::kGfx950, Arch::kSm90};
+  const DType dtypes[] = {DType::kBf16, DType::kFp8};
+  const int heads[] = {16, 32, 48, 64, 128};
+  const int pages[] = {1, 16, 64};
+  int planned = 0, unsupported = 0;
+  for (int iter = 0; iter < 3000; ++iter) {
+    const Arch arch = archs[rng() % 3];
+    const DType dtype = dtypes[rng() % 2];
+    const int h = heads[rng() % 5];
+    const int page = pages[rng() % 3];
+    const int qlen = 1 + rng() % 8;
+    const int b = 1 + rng() % 40;
+    const bool cp = rng() % 5 == 0;
+    std::vector<int> kv(b);
+    for (int& k : kv) k = (cp ? 0 : qlen) + rng() % (rng() % 4 == 0 ? 20000 : 600);
+    Batch batch = MakeVarlenBatch(arch, dtype, h, kv, qlen, page);
+    batch.cp_round_robin = cp;
+    PlanOptions options;
+    options.num_cu = rng() % 3 == 0 ? 0 : 1 + rng() % 300;
+    options.kv_granularity = 1 << (rng() % 8);
+    options.max_split_per_batch = rng() % 4 == 0 ? 1 + rng() % 8 : 0;
+    absl::StatusOr<WorkPlan> plan = PlanDecode(batch, options);
+    if (plan.status().code() == absl::StatusCode::kNotFound) {
+      ++unsupported;
+      continue;
+    }
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    ++planned;
+    std::vector<sim::Violation> v = sim::CheckPlan(batch, *plan);
+    ASSERT_TRUE(v.empty()) << "iter " << iter << "\n" << sim::FormatViolations(v);
+    CapacityQuery q{arch, dtype, dtype, h, b, qlen, options.num_cu, cp, false};
+    absl::StatusOr<PlanCapacity> cap = ComputePlanCapacity(q);
+    ASSERT_TRUE(cap.ok()) << cap.status();
+    EXPECT_LE(plan->work_info.size(), cap->work_info) << "iter " << iter;
+    EXPECT_LE(plan->qo_indptr.size(), cap->qo_indptr);
+    EXPECT_LE(plan->reduce_indptr.size(), cap->reduce_indptr);
+    EXPECT_LE(plan->reduce_partial_map.size(), cap->reduce_partial_map);
+    EXPECT_LE(plan->num_partial_rows, cap->partial_rows);
+    if (options.max_split_per_batch > 0) {
+      for (int t = 0; t < plan->num_reduce_tiles(); ++t) {
+        EXPECT_LE(plan->reduce_indptr[t + 1] - plan->reduce_indptr[t],
+                  options.max_split_per_batch);
+      }
+    }
+  }
+  EXPECT_GT(planned, 2000);
+  std::printf("planned %d random batches, %d unsupported shapes\n", planned, unsupported);
+}
+
+}  // namespace
+}  // namespace mlaps

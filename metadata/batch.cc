@@ -13,8 +13,7 @@ constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 bool IsPowerOfTwo(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
 
-absl::Status Invalid(absl::string_view field, int64_t index, int64_t value,
-                     absl::string_view why) {
+absl::Status Invalid(absl::string_view field, int64_t index, int64_t value, absl::string_view why) {
   if (index < 0) {
     return absl::InvalidArgumentError(absl::StrCat(field, " = ", value, ": ", why));
   }
@@ -67,9 +66,9 @@ absl::Status ValidateBatch(const Batch& batch) {
                                                    batch.qo_indptr.size(), "; both must be B+1"));
   }
   if (static_cast<int64_t>(batch.kv_last_page_lens.size()) != num_requests) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("kv_last_page_lens has ", batch.kv_last_page_lens.size(),
-                     " entries; need B = ", num_requests));
+    return absl::InvalidArgumentError(absl::StrCat("kv_last_page_lens has ",
+                                                   batch.kv_last_page_lens.size(),
+                                                   " entries; need B = ", num_requests));
   }
   // Each request's q tokens are H rows each in the kernels' int32 row arithmetic.
   if (int64_t{batch.qo_indptr.back()} * h * 2 > kInt32Max) {
@@ -92,9 +91,9 @@ absl::Status ValidateBatch(const Batch& batch) {
                      absl::StrCat("must be in [1, page_size = ", batch.page_size, "]"));
     }
     if (pages == 0 && (last < 0 || last > batch.page_size)) {
-      return Invalid("kv_last_page_lens", b, last,
-                     absl::StrCat("must be in [0, page_size = ", batch.page_size,
-                                  "] (request has no pages)"));
+      return Invalid(
+          "kv_last_page_lens", b, last,
+          absl::StrCat("must be in [0, page_size = ", batch.page_size, "] (request has no pages)"));
     }
     const int64_t kv_len = batch.kv_len(b);
     if (kv_len > kInt32Max) return Invalid("kv_len", b, kv_len, "overflows int32");
@@ -109,9 +108,9 @@ absl::Status ValidateBatch(const Batch& batch) {
     }
     const bool dense_causal = batch.causal && !batch.cp_round_robin && batch.sparse_topk == 0;
     if (dense_causal && kv_len < qlen) {
-      return Invalid("kv_len", b, kv_len,
-                     absl::StrCat("is shorter than qlen = ", qlen,
-                                  " (causal decode needs kv_len >= qlen)"));
+      return Invalid(
+          "kv_len", b, kv_len,
+          absl::StrCat("is shorter than qlen = ", qlen, " (causal decode needs kv_len >= qlen)"));
     }
   }
   return absl::OkStatus();
@@ -135,8 +134,8 @@ Batch MakeVarlenBatch(Arch arch, DType dtype, int num_heads, absl::Span<const in
   return batch;
 }
 
-Batch MakeUniformBatch(Arch arch, DType dtype, int num_heads, int batch_size, int qlen,
-                       int kv_len, int page_size) {
+Batch MakeUniformBatch(Arch arch, DType dtype, int num_heads, int batch_size, int qlen, int kv_len,
+                       int page_size) {
   std::vector<int> kv_lens(batch_size, kv_len);
   return MakeVarlenBatch(arch, dtype, num_heads, kv_lens, qlen, page_size);
 }

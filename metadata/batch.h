@@ -18,8 +18,8 @@ struct Batch {
   Arch arch = Arch::kSm90;
   DType q_dtype = DType::kBf16;
   DType kv_dtype = DType::kBf16;
-  int num_heads = 16;  // H: 16, 32, 48, 64 or 128
-  int page_size = 1;   // power of two
+  int num_heads = 16;                      // H: 16, 32, 48, 64 or 128
+  int page_size = 1;                       // power of two
   std::vector<int32_t> qo_indptr;          // [B+1]
   std::vector<int32_t> kv_indptr;          // [B+1]
   std::vector<int32_t> kv_last_page_lens;  // [B]
@@ -56,8 +56,8 @@ absl::Status ValidateBatch(const Batch& batch);
 
 // Helpers to build batches in tests, tools and benchmarks.
 // Uniform: B requests of qlen tokens and kv_len tokens each, pages laid out contiguously.
-Batch MakeUniformBatch(Arch arch, DType dtype, int num_heads, int batch_size, int qlen,
-                       int kv_len, int page_size);
+Batch MakeUniformBatch(Arch arch, DType dtype, int num_heads, int batch_size, int qlen, int kv_len,
+                       int page_size);
 // Varlen: request b has kv_lens[b] tokens (>= 1) and qlen tokens.
 Batch MakeVarlenBatch(Arch arch, DType dtype, int num_heads, absl::Span<const int> kv_lens,
                       int qlen, int page_size);

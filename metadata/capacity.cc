@@ -26,8 +26,8 @@ absl::StatusOr<PlanCapacity> ComputePlanCapacity(const CapacityQuery& query) {
     }
     max_fold = std::max<int64_t>(max_fold, v->head_fold);
     max_tokens_per_tile = std::max<int64_t>(max_tokens_per_tile, v->tokens_per_tile);
-    const int64_t tiles = int64_t{v->head_fold} * ((qlen + v->tokens_per_tile - 1) /
-                                                  v->tokens_per_tile);
+    const int64_t tiles =
+        int64_t{v->head_fold} * ((qlen + v->tokens_per_tile - 1) / v->tokens_per_tile);
     max_tiles_per_request = std::max(max_tiles_per_request, tiles);
   }
   if (max_fold == 0) return last_error;

@@ -16,8 +16,8 @@ absl::Status ValidateSharding(const CpSharding& s, int page_size) {
         absl::StrCat("cp interleave = ", s.interleave, ": must be a power of two"));
   }
   if (page_size > 0 && page_size % s.interleave != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("cp interleave = ", s.interleave,
-                                                   " does not divide page_size = ", page_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cp interleave = ", s.interleave, " does not divide page_size = ", page_size));
   }
   return absl::OkStatus();
 }
@@ -39,8 +39,8 @@ absl::StatusOr<Batch> MakeCpShardBatch(const Batch& global, const CpSharding& s,
   for (int b = 0; b < global.num_requests(); ++b) {
     local[b] = static_cast<int>(CpLocalLength(global.kv_len(b), rank, s));
   }
-  Batch shard = MakeVarlenBatch(global.arch, global.q_dtype, global.num_heads, local, 1,
-                                global.page_size);
+  Batch shard =
+      MakeVarlenBatch(global.arch, global.q_dtype, global.num_heads, local, 1, global.page_size);
   shard.kv_dtype = global.kv_dtype;
   shard.qo_indptr = global.qo_indptr;
   shard.causal = global.causal;

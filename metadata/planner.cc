@@ -15,8 +15,8 @@ bool IsPowerOfTwo(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 absl::Status TooSmall(absl::string_view buffer, size_t have, int64_t need) {
-  return absl::ResourceExhaustedError(absl::StrCat("plan buffer ", buffer, " holds ", have,
-                                                   " entries but this plan needs ", need));
+  return absl::ResourceExhaustedError(
+      absl::StrCat("plan buffer ", buffer, " holds ", have, " entries but this plan needs ", need));
 }
 
 }  // namespace
@@ -42,20 +42,21 @@ absl::StatusOr<PlanOptions> ResolveOptions(const Batch& batch, const PlanOptions
     return absl::InvalidArgumentError(
         absl::StrCat("num_cu = ", o.num_cu, ": must be in [1, 65536] (0: the arch default)"));
   }
+  if (o.kv_granularity == 0) o.kv_granularity = std::max(16, batch.page_size);
   if (!IsPowerOfTwo(o.kv_granularity) || o.kv_granularity > (1 << 16)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "kv_granularity = ", o.kv_granularity, ": must be a power of two in [1, 65536]"));
+    return absl::InvalidArgumentError(absl::StrCat("kv_granularity = ", o.kv_granularity,
+                                                   ": must be a power of two in [1, 65536] (0: max(16, page_size))"));
   }
   if (o.fixed_overhead == -1) {
     o.fixed_overhead = std::max<int>(1, CeilDiv(16, batch.page_size));
   }
   if (o.fixed_overhead < 0 || o.fixed_overhead > (1 << 20)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "fixed_overhead = ", o.fixed_overhead, ": must be in [0, 2^20] (-1: AITER's default)"));
+    return absl::InvalidArgumentError(absl::StrCat("fixed_overhead = ", o.fixed_overhead,
+                                                   ": must be in [0, 2^20] (-1: AITER's default)"));
   }
   if (o.max_split_per_batch < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_split_per_batch = ", o.max_split_per_batch, ": must be >= 0 (0: no limit)"));
+    return absl::InvalidArgumentError(absl::StrCat("max_split_per_batch = ", o.max_split_per_batch,
+                                                   ": must be >= 0 (0: no limit)"));
   }
   return o;
 }
@@ -226,8 +227,7 @@ absl::StatusOr<PlanSizes> PlanDecodeInto(const Batch& batch, const PlanOptions& 
   std::fill(buffers.work_indptr.begin(), buffers.work_indptr.begin() + o.num_cu + 1, 0);
   for (const Assignment& a : assignments) ++buffers.work_indptr[a.cu + 1];
   for (int c = 0; c < o.num_cu; ++c) buffers.work_indptr[c + 1] += buffers.work_indptr[c];
-  std::vector<int32_t> cursor(buffers.work_indptr.begin(),
-                              buffers.work_indptr.begin() + o.num_cu);
+  std::vector<int32_t> cursor(buffers.work_indptr.begin(), buffers.work_indptr.begin() + o.num_cu);
   std::vector<int32_t> piece_index(tiles.size(), 0);
   for (const Assignment& a : assignments) {
     const QoTile& tile = tiles[a.tile];
@@ -274,12 +274,11 @@ absl::StatusOr<WorkPlan> PlanDecode(const Batch& batch, const PlanOptions& optio
   plan.reduce_indptr.resize(capacity->reduce_indptr);
   plan.reduce_final_map.resize(capacity->reduce_final_map);
   plan.reduce_partial_map.resize(capacity->reduce_partial_map);
-  absl::StatusOr<PlanSizes> sizes =
-      PlanDecodeInto(batch, *o,
-                     PlanBuffers{absl::MakeSpan(plan.qo_indptr), absl::MakeSpan(plan.work_indptr),
-                                 absl::MakeSpan(plan.work_info), absl::MakeSpan(plan.reduce_indptr),
-                                 absl::MakeSpan(plan.reduce_final_map),
-                                 absl::MakeSpan(plan.reduce_partial_map)});
+  absl::StatusOr<PlanSizes> sizes = PlanDecodeInto(
+      batch, *o,
+      PlanBuffers{absl::MakeSpan(plan.qo_indptr), absl::MakeSpan(plan.work_indptr),
+                  absl::MakeSpan(plan.work_info), absl::MakeSpan(plan.reduce_indptr),
+                  absl::MakeSpan(plan.reduce_final_map), absl::MakeSpan(plan.reduce_partial_map)});
   if (!sizes.ok()) return sizes.status();
   plan.variant = sizes->variant.name;
   plan.rows_per_tile = sizes->variant.rows_per_tile;

@@ -7,10 +7,10 @@
 #define MLAPS_METADATA_PLANNER_H_
 
 #include <cstdint>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "metadata/batch.h"
 #include "metadata/registry.h"
@@ -28,11 +28,12 @@ absl::StatusOr<PlanPolicy> ParsePolicy(absl::string_view name);
 
 struct PlanOptions {
   int num_cu = 0;               // 0: DefaultNumCu(batch.arch)
-  int kv_granularity = 16;      // kv tokens per cost block; a power of two
+  int kv_granularity = 0;       // kv tokens per cost block, a power of two; 0: AITER's
+                                // max(16, page_size), so splits fall on page boundaries
   int fixed_overhead = -1;      // blocks per work item; -1: AITER's max(1, ceil(16 / page))
   int max_split_per_batch = 0;  // most pieces per qo tile; 0: no limit beyond num_cu
   PlanPolicy policy = PlanPolicy::kGreedyPayload;
-  bool lse = false;             // the caller needs LSE (restricts the variant)
+  bool lse = false;  // the caller needs LSE (restricts the variant)
 };
 
 // One qo tile: `tokens` q tokens of virtual request v (head group g of request b) and the kv

@@ -83,7 +83,7 @@ proto::PlanOptions OptionsToProto(const PlanOptions& o) {
 absl::StatusOr<PlanOptions> OptionsFromProto(const proto::PlanOptions& p) {
   PlanOptions o;
   o.num_cu = p.num_cu();
-  if (p.kv_granularity() != 0) o.kv_granularity = p.kv_granularity();
+  o.kv_granularity = p.kv_granularity();
   o.fixed_overhead = p.fixed_overhead();
   o.max_split_per_batch = p.max_split_per_batch();
   absl::StatusOr<PlanPolicy> policy = ParsePolicy(p.policy());
@@ -134,8 +134,7 @@ absl::StatusOr<WorkPlan> PlanFromProto(const proto::WorkPlan& p) {
   plan.work_indptr = ToVector(p.work_indptr());
   for (const proto::WorkItem& item : p.work()) {
     plan.work_info.push_back({item.batch_idx(), item.partial_qo_loc(), item.qo_start(),
-                              item.qo_end(), item.kv_start(), item.kv_end(), item.kv_offset(),
-                              0});
+                              item.qo_end(), item.kv_start(), item.kv_end(), item.kv_offset(), 0});
   }
   plan.reduce_indptr = ToVector(p.reduce_indptr());
   plan.reduce_final_map = ToVector(p.reduce_final_map());
@@ -172,8 +171,7 @@ absl::Status ReadTextProtoFile(const std::string& path, google::protobuf::Messag
   return absl::OkStatus();
 }
 
-absl::Status WriteTextProtoFile(const std::string& path,
-                                const google::protobuf::Message& message) {
+absl::Status WriteTextProtoFile(const std::string& path, const google::protobuf::Message& message) {
   std::ofstream out(path);
   if (!out) {
     return absl::PermissionDeniedError(absl::StrCat("cannot open '", path, "' for writing"));

@@ -29,13 +29,13 @@ struct VariantQuery {
 
 // What the planner and the kernels need to know about the chosen variant.
 struct ResolvedVariant {
-  std::string name;         // registry kernel name
-  int rows_per_tile = 64;   // qo rows (heads x tokens) per tile: 64 or 128
-  int q_seq_len = 1;        // the kernel's packed qSeqLen column
-  int head_fold = 1;        // r: each request runs as r virtual requests of H / r heads
-  int heads_per_group = 16; // H / r
-  int tokens_per_tile = 1;  // min(qlen, rows_per_tile / heads_per_group)
-  proto::CostModel cost;    // per-block and per-item cost of this variant
+  std::string name;          // registry kernel name
+  int rows_per_tile = 64;    // qo rows (heads x tokens) per tile: 64 or 128
+  int q_seq_len = 1;         // the kernel's packed qSeqLen column
+  int head_fold = 1;         // r: each request runs as r virtual requests of H / r heads
+  int heads_per_group = 16;  // H / r
+  int tokens_per_tile = 1;   // min(qlen, rows_per_tile / heads_per_group)
+  proto::CostModel cost;     // per-block and per-item cost of this variant
 };
 
 // The registry of one architecture, parsed from its embedded text proto.

@@ -13,14 +13,13 @@ absl::StatusOr<SparseLayout> MakeSparseLayout(Arch arch, DType dtype, int num_he
   if (qlen < 1) return absl::InvalidArgumentError(absl::StrCat("qlen = ", qlen, ": must be >= 1"));
   if (topk < 1) return absl::InvalidArgumentError(absl::StrCat("topk = ", topk, ": must be >= 1"));
   if (padded_batch < static_cast<int64_t>(context_lens.size())) {
-    return absl::InvalidArgumentError(absl::StrCat("padded_batch = ", padded_batch,
-                                                   " is less than the batch size ",
-                                                   context_lens.size()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "padded_batch = ", padded_batch, " is less than the batch size ", context_lens.size()));
   }
   const int64_t tokens = int64_t{padded_batch} * qlen;
   if (tokens * topk > std::numeric_limits<int32_t>::max()) {
-    return absl::InvalidArgumentError(absl::StrCat("T * topk = ", tokens, " * ", topk,
-                                                   " overflows int32"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("T * topk = ", tokens, " * ", topk, " overflows int32"));
   }
   SparseLayout out;
   Batch& batch = out.batch;
@@ -41,8 +40,8 @@ absl::StatusOr<SparseLayout> MakeSparseLayout(Arch arch, DType dtype, int num_he
           absl::StrCat("context_lens[", b, "] = ", context_lens[b], ": must be >= 0"));
     }
     for (int j = 0; j < qlen; ++j) {
-      const int64_t bound = real ? std::max<int64_t>(int64_t{context_lens[b]} - qlen + j + 1, 0)
-                                 : 0;
+      const int64_t bound =
+          real ? std::max<int64_t>(int64_t{context_lens[b]} - qlen + j + 1, 0) : 0;
       out.token_to_seq.push_back(real ? b : -1);
       out.token_bound.push_back(static_cast<int32_t>(bound));
       batch.kv_indptr.push_back(batch.kv_indptr.back() +

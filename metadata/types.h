@@ -2,9 +2,8 @@
 #ifndef MLAPS_METADATA_TYPES_H_
 #define MLAPS_METADATA_TYPES_H_
 
-#include "absl/strings/string_view.h"
-
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace mlaps {
 
@@ -15,8 +14,8 @@ enum class DType { kBf16, kFp8 };
 
 enum class Fp8Format { kE4m3fn, kE4m3fnuz };
 
-absl::string_view ArchName(Arch arch);        // "gfx942" | "gfx950" | "sm90"
-absl::string_view DTypeName(DType dtype);     // "bf16" | "fp8"
+absl::string_view ArchName(Arch arch);     // "gfx942" | "gfx950" | "sm90"
+absl::string_view DTypeName(DType dtype);  // "bf16" | "fp8"
 absl::StatusOr<Arch> ParseArch(absl::string_view name);
 absl::StatusOr<DType> ParseDType(absl::string_view name);
 

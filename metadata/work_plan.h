@@ -18,10 +18,10 @@ struct WorkInfo {
                            // this piece in the fp32 partial buffers (rows are q tokens)
   int32_t qo_start;        // global q token in the folded qo_indptr
   int32_t qo_end;
-  int32_t kv_start;        // global page index into kv_indices (request b's pages)
+  int32_t kv_start;  // global page index into kv_indices (request b's pages)
   int32_t kv_end;
-  int32_t kv_offset;       // kv tokens after the piece's last token up to the request's end
-  int32_t pad;             // 0
+  int32_t kv_offset;  // kv tokens after the piece's last token up to the request's end
+  int32_t pad;        // 0
 };
 static_assert(sizeof(WorkInfo) == 8 * sizeof(int32_t), "work_info rows are 8 int32");
 

@@ -133,8 +133,8 @@ std::vector<Violation> CheckPlan(const Batch& batch, const WorkPlan& plan,
     const int v = x.batch_idx, b = v / r;
     if (x.qo_start >= x.qo_end || x.qo_start < fqo[v] || x.qo_end > fqo[v + 1]) {
       out.Add(Defect::kQoRange, w, "qo_start/qo_end",
-              absl::StrCat("[", x.qo_start, ", ", x.qo_end, ") is empty or outside request ",
-                           v, "'s q tokens [", fqo[v], ", ", fqo[v + 1], ")"));
+              absl::StrCat("[", x.qo_start, ", ", x.qo_end, ") is empty or outside request ", v,
+                           "'s q tokens [", fqo[v], ", ", fqo[v + 1], ")"));
       continue;
     }
     const int32_t base = batch.kv_indptr[b], pages_end = batch.kv_indptr[b + 1];
@@ -170,8 +170,8 @@ std::vector<Violation> CheckPlan(const Batch& batch, const WorkPlan& plan,
     }
     if (!sees_any) {
       out.Add(Defect::kCausal, w, "kv_start",
-              absl::StrCat("no q token in [", x.qo_start, ", ", x.qo_end,
-                           ") may see kv tokens [", begin, ", ", end, ") under the causal rule"));
+              absl::StrCat("no q token in [", x.qo_start, ", ", x.qo_end, ") may see kv tokens [",
+                           begin, ", ", end, ") under the causal rule"));
     }
     TileUse& tile = tiles[{x.qo_start, x.qo_end}];
     if (x.partial_qo_loc == kNoPartial) {
@@ -181,10 +181,10 @@ std::vector<Violation> CheckPlan(const Batch& batch, const WorkPlan& plan,
     const int64_t rows = x.qo_end - x.qo_start;
     if (x.partial_qo_loc < 0 || (options.partial_rows_capacity >= 0 &&
                                  x.partial_qo_loc + rows > options.partial_rows_capacity)) {
-      out.Add(Defect::kPartialRow, w, "partial_qo_loc",
-              absl::StrCat("rows [", x.partial_qo_loc, ", ", x.partial_qo_loc + rows,
-                           ") outside the partial buffer's ", options.partial_rows_capacity,
-                           " rows"));
+      out.Add(
+          Defect::kPartialRow, w, "partial_qo_loc",
+          absl::StrCat("rows [", x.partial_qo_loc, ", ", x.partial_qo_loc + rows,
+                       ") outside the partial buffer's ", options.partial_rows_capacity, " rows"));
       continue;
     }
     if (static_cast<int64_t>(row_owner.size()) < x.partial_qo_loc + rows) {
@@ -212,12 +212,12 @@ std::vector<Violation> CheckPlan(const Batch& batch, const WorkPlan& plan,
     for (const Interval& i : iv) {
       if (i.begin > reached) {
         out.Add(Defect::kUncovered, -1, "kv",
-                absl::StrCat("request ", token_v[t], " q token ", t, ": kv tokens [", reached,
-                             ", ", i.begin, ") covered by no work item"));
+                absl::StrCat("request ", token_v[t], " q token ", t, ": kv tokens [", reached, ", ",
+                             i.begin, ") covered by no work item"));
       } else if (i.begin < reached) {
         out.Add(Defect::kCoveredTwice, i.work, "kv_start",
-                absl::StrCat("request ", token_v[t], " q token ", t, ": kv tokens [", i.begin,
-                             ", ", std::min(reached, i.end), ") covered more than once"));
+                absl::StrCat("request ", token_v[t], " q token ", t, ": kv tokens [", i.begin, ", ",
+                             std::min(reached, i.end), ") covered more than once"));
       }
       reached = std::max(reached, i.end);
     }

@@ -14,20 +14,20 @@ namespace mlaps::sim {
 
 // The class of a violated invariant (tests plant one of each).
 enum class Defect {
-  kWorkIndptr,        // work_indptr malformed: size != num_cu + 1, not from 0, decreasing,
-                      // or not ending at the number of works
-  kBatchIdx,          // batch_idx outside [0, B * head_fold)
-  kQoRange,           // qo range empty or outside its virtual request's tokens
-  kKvRange,           // kv pages empty or outside the request's pages
-  kKvOffset,          // kv_offset != kv tokens after kv_end up to the request's end
-  kPad,               // pad word != 0
-  kCausal,            // no q token of the item sees any of its kv tokens
-  kUncovered,         // a (request, q token, kv token) that no item covers
-  kCoveredTwice,      // a (request, q token, kv token) covered by more than one item
-  kTileOverlap,       // two items' qo ranges overlap without being equal
-  kPartialRow,        // partial rows outside capacity or shared by two items
-  kMixedTile,         // a qo tile written both finally (-1) and through partial rows
-  kReduceMap,         // reduce maps inconsistent with the split items
+  kWorkIndptr,    // work_indptr malformed: size != num_cu + 1, not from 0, decreasing,
+                  // or not ending at the number of works
+  kBatchIdx,      // batch_idx outside [0, B * head_fold)
+  kQoRange,       // qo range empty or outside its virtual request's tokens
+  kKvRange,       // kv pages empty or outside the request's pages
+  kKvOffset,      // kv_offset != kv tokens after kv_end up to the request's end
+  kPad,           // pad word != 0
+  kCausal,        // no q token of the item sees any of its kv tokens
+  kUncovered,     // a (request, q token, kv token) that no item covers
+  kCoveredTwice,  // a (request, q token, kv token) covered by more than one item
+  kTileOverlap,   // two items' qo ranges overlap without being equal
+  kPartialRow,    // partial rows outside capacity or shared by two items
+  kMixedTile,     // a qo tile written both finally (-1) and through partial rows
+  kReduceMap,     // reduce maps inconsistent with the split items
 };
 absl::string_view DefectName(Defect defect);
 
@@ -39,10 +39,10 @@ struct Violation {
 };
 
 struct CheckOptions {
-  int num_cu = -1;                   // expected CUs; -1: take plan.num_cu
-  int head_fold = -1;                // -1: take plan.head_fold
+  int num_cu = -1;                     // expected CUs; -1: take plan.num_cu
+  int head_fold = -1;                  // -1: take plan.head_fold
   int64_t partial_rows_capacity = -1;  // -1: no limit beyond non-negative rows
-  int max_violations = 1000;         // stop collecting after this many
+  int max_violations = 1000;           // stop collecting after this many
 };
 
 // Checks `plan` against `batch` (already validated by ValidateBatch). Returns every

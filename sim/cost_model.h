@@ -1,0 +1,47 @@
+// The cost model: per-CU load of a plan, makespan, and the lower bound no plan can beat.
+// Cost of a work item = ceil(visible kv tokens / kv_granularity) * ns_per_block + ns_per_item
+// (in blocks when the unit costs are 1 and fixed_overhead).
+#ifndef MLAPS_SIM_COST_MODEL_H_
+#define MLAPS_SIM_COST_MODEL_H_
+
+#include <vector>
+
+#include "metadata/batch.h"
+#include "metadata/planner.h"
+#include "metadata/work_plan.h"
+
+namespace mlaps::sim {
+
+struct CostParams {
+  int kv_granularity = 16;
+  double per_block = 1.0;  // cost of one kv block of one qo tile
+  double per_item = 1.0;   // fixed cost of one work item (blocks: PlanOptions.fixed_overhead)
+  int max_split = 0;       // the plan's max_split_per_batch (0: unlimited), for the bound
+  int split_quantum = 16;  // kv tokens: max(kv_granularity, page_size)
+};
+
+// Unit costs in blocks, matching the planner's accounting for `options` (resolved).
+CostParams BlockCostParams(const Batch& batch, const PlanOptions& resolved_options);
+
+struct CostReport {
+  std::vector<double> cu_load;  // [num_cu]
+  std::vector<int> cu_items;    // [num_cu]
+  double total = 0;             // sum of item costs
+  double makespan = 0;          // max cu_load
+  double lower_bound = 0;       // max(sum of unsplit tile costs / num_cu, largest piece)
+  int works = 0;
+  int split_tiles = 0;  // reduce tiles
+  int pieces = 0;       // items of split tiles
+  double balance() const { return lower_bound > 0 ? makespan / lower_bound : 1.0; }
+};
+
+// Cost of one item of `plan` (its visible kv blocks, plus the per-item cost).
+double WorkItemCost(const Batch& batch, const WorkPlan& plan, const WorkInfo& item,
+                    const CostParams& params);
+
+// Precondition: the plan passed CheckPlan for this batch.
+CostReport EvaluatePlan(const Batch& batch, const WorkPlan& plan, const CostParams& params);
+
+}  // namespace mlaps::sim
+
+#endif  // MLAPS_SIM_COST_MODEL_H_

@@ -20,6 +20,7 @@
 #include "metadata/proto_io.h"
 #include "sim/cost_model.h"
 #include "sim/plan_checker.h"
+#include "sim/raw_plan_io.h"
 #include "tools/cli/flags.h"
 #include "tools/cli/gantt_svg.h"
 
@@ -61,7 +62,8 @@ struct BatchFlags {
     f.Define("cp_round_robin", &cp_round_robin, "plan as one CP round-robin shard");
     f.Define("batch_file", &batch_file, "read the batch (text-format mlaps.proto.Batch)");
     f.Define("num_cu", &num_cu, "compute units (0: the arch's: gfx942 304, gfx950 256, sm90 132)");
-    f.Define("kv_granularity", &kv_granularity, "kv tokens per cost block (power of two; 0: max(16, page))");
+    f.Define("kv_granularity", &kv_granularity,
+             "kv tokens per cost block (power of two; 0: max(16, page))");
     f.Define("fixed_overhead", &fixed_overhead, "blocks per work item (-1: max(1, 16/page))");
     f.Define("max_split", &max_split, "most pieces per qo tile (0: no limit)");
     f.Define("policy", &policy, "planner policy: greedy_payload");
@@ -215,27 +217,61 @@ int RunPlan(const std::vector<std::string>& args, bool render) {
 }
 
 int RunCheck(const std::vector<std::string>& args) {
-  std::string plan_path, batch_path;
-  int num_cu = -1, head_fold = -1, partial_rows = -1;
+  std::string plan_path, batch_path, raw_dir, arch = "sm90", dtype = "bf16";
+  int num_cu = -1, head_fold = -1, partial_rows = -1, heads = 16, page_size = 1, topk = 0;
+  bool causal = true, cp = false;
   Flags flags;
   flags.Define("plan", &plan_path, "text-format mlaps.proto.WorkPlan");
   flags.Define("batch", &batch_path, "text-format mlaps.proto.Batch");
+  flags.Define("raw_dir", &raw_dir,
+               "instead of --plan/--batch: a folder of raw int32 dumps (work_indptr.bin, "
+               "work_info_set.bin, reduce_*.bin, qo_indptr.bin, kv_indptr.bin, "
+               "kv_last_page_lens.bin); the batch's other fields come from the flags below");
+  flags.Define("arch", &arch, "--raw_dir: gfx942 | gfx950 | sm90");
+  flags.Define("dtype", &dtype, "--raw_dir: bf16 | fp8");
+  flags.Define("heads", &heads, "--raw_dir: query heads H");
+  flags.Define("page_size", &page_size, "--raw_dir: tokens per page");
+  flags.Define("causal", &causal, "--raw_dir: MTP causal rule");
+  flags.Define("cp_round_robin", &cp, "--raw_dir: a CP shard");
+  flags.Define("sparse_topk", &topk, "--raw_dir: sparse per-token batch");
   flags.Define("num_cu", &num_cu, "expected CUs (-1: the plan's)");
-  flags.Define("head_fold", &head_fold, "head folding ratio (-1: the plan's)");
+  flags.Define("head_fold", &head_fold, "head folding ratio (-1: the plan's; raw dumps: 1)");
   flags.Define("partial_rows", &partial_rows, "partial buffer rows available (-1: unbounded)");
   if (absl::Status s = flags.Parse(args); !s.ok()) return Fail(s, kUsageError);
-  if (plan_path.empty() || batch_path.empty()) {
-    return Fail(absl::InvalidArgumentError("check needs --plan FILE and --batch FILE"),
-                kUsageError);
+  absl::StatusOr<WorkPlan> plan;
+  absl::StatusOr<Batch> batch;
+  if (!raw_dir.empty()) {
+    absl::StatusOr<Arch> a = ParseArch(arch);
+    if (!a.ok()) return Fail(a.status(), kUsageError);
+    absl::StatusOr<DType> d = ParseDType(dtype);
+    if (!d.ok()) return Fail(d.status(), kUsageError);
+    Batch b;
+    b.arch = *a;
+    b.q_dtype = b.kv_dtype = *d;
+    b.num_heads = heads;
+    b.page_size = page_size;
+    b.causal = causal;
+    b.cp_round_robin = cp;
+    b.sparse_topk = topk;
+    if (absl::Status s = sim::ReadRawBatch(raw_dir, &b); !s.ok()) return Fail(s, kUsageError);
+    batch = b;
+    plan = sim::ReadRawPlan(raw_dir, head_fold > 0 ? head_fold : 1);
+    if (!plan.ok()) return Fail(plan.status(), kUsageError);
+  } else {
+    if (plan_path.empty() || batch_path.empty()) {
+      return Fail(
+          absl::InvalidArgumentError("check needs --plan FILE and --batch FILE, or --raw_dir DIR"),
+          kUsageError);
+    }
+    proto::WorkPlan pp;
+    proto::Batch pb;
+    if (absl::Status s = ReadTextProtoFile(plan_path, &pp); !s.ok()) return Fail(s, kUsageError);
+    if (absl::Status s = ReadTextProtoFile(batch_path, &pb); !s.ok()) return Fail(s, kUsageError);
+    plan = PlanFromProto(pp);
+    if (!plan.ok()) return Fail(plan.status(), 1);
+    batch = BatchFromProto(pb);
+    if (!batch.ok()) return Fail(batch.status(), kUsageError);
   }
-  proto::WorkPlan pp;
-  proto::Batch pb;
-  if (absl::Status s = ReadTextProtoFile(plan_path, &pp); !s.ok()) return Fail(s, kUsageError);
-  if (absl::Status s = ReadTextProtoFile(batch_path, &pb); !s.ok()) return Fail(s, kUsageError);
-  absl::StatusOr<WorkPlan> plan = PlanFromProto(pp);
-  if (!plan.ok()) return Fail(plan.status(), 1);
-  absl::StatusOr<Batch> batch = BatchFromProto(pb);
-  if (!batch.ok()) return Fail(batch.status(), kUsageError);
   if (absl::Status s = ValidateBatch(*batch); !s.ok()) return Fail(s, kUsageError);
   sim::CheckOptions options;
   options.num_cu = num_cu;
@@ -260,6 +296,7 @@ void PrintHelp() {
       "  mlaps [plan] [flags]             plan a batch and print a summary (--out, --batch_out)\n"
       "  mlaps render [flags] [--svg F]   plan and write an SVG Gantt chart\n"
       "  mlaps check --plan F --batch F   verify a plan (exit 1 and the violations if wrong)\n"
+      "  mlaps check --raw_dir D [...]    the same for raw int32 dumps of an engine's tensors\n"
       "plan flags:\n%s",
       flags.Help().c_str());
 }

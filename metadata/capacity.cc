@@ -35,11 +35,11 @@ absl::StatusOr<PlanCapacity> ComputePlanCapacity(const CapacityQuery& query) {
   PlanCapacity c;
   c.qo_indptr = query.max_batch * max_fold + 1;
   c.work_indptr = num_cu + 1;
-  c.work_info = max_tiles + num_cu - 1;
-  const int64_t split_tiles = std::min(max_tiles, num_cu - 1);
+  c.work_info = max_tiles + num_cu;
+  const int64_t split_tiles = std::min(max_tiles, num_cu);
   c.reduce_indptr = split_tiles + 1;
   c.reduce_final_map = 2 * split_tiles;
-  c.reduce_partial_map = std::min(2 * (num_cu - 1), max_tiles + num_cu - 1);
+  c.reduce_partial_map = std::min(2 * num_cu, max_tiles + num_cu);
   c.partial_rows = c.reduce_partial_map * max_tokens_per_tile;
   c.partial_o_bytes = c.partial_rows * query.num_heads * kHeadDimV * 4;
   c.partial_lse_bytes = c.partial_rows * query.num_heads * 4;

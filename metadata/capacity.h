@@ -37,9 +37,11 @@ struct PlanCapacity {
   int64_t partial_lse_bytes = 0;   // partial_rows * H * 4
 };
 
-// Bounds (why they hold): the greedy planners move to the next CU after every non-final
-// piece, so a plan has at most num_cu - 1 non-final pieces; hence works <= tiles + num_cu - 1,
-// split tiles <= num_cu - 1, pieces of split tiles <= 2 (num_cu - 1). Tiles per request are
+// Bounds (why they hold): every policy gives each CU at most one non-final piece (greedy
+// payload moves on to the next CU after one; longest-first fills a CU's gap to within one
+// split quantum, after which no further piece fits there), so a plan has at most num_cu
+// non-final pieces; hence works <= tiles + num_cu, split tiles <= num_cu, pieces of split
+// tiles <= 2 num_cu. Tiles per request are
 // maximized over every qlen <= max_qlen and the variant that qlen resolves to.
 // Errors: InvalidArgument for non-positive maxima; NotFound when no qlen in [1, max_qlen] has
 // a kernel variant for the arch, dtypes and H.

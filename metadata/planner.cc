@@ -25,14 +25,17 @@ absl::string_view PolicyName(PlanPolicy policy) {
   switch (policy) {
     case PlanPolicy::kGreedyPayload:
       return "greedy_payload";
+    case PlanPolicy::kLongestFirst:
+      return "longest_first";
   }
   return "unknown";
 }
 
 absl::StatusOr<PlanPolicy> ParsePolicy(absl::string_view name) {
   if (name == "greedy_payload" || name.empty()) return PlanPolicy::kGreedyPayload;
+  if (name == "longest_first") return PlanPolicy::kLongestFirst;
   return absl::InvalidArgumentError(
-      absl::StrCat("policy '", name, "' is not one of: greedy_payload"));
+      absl::StrCat("policy '", name, "' is not one of: greedy_payload, longest_first"));
 }
 
 absl::StatusOr<PlanOptions> ResolveOptions(const Batch& batch, const PlanOptions& options) {
@@ -44,8 +47,9 @@ absl::StatusOr<PlanOptions> ResolveOptions(const Batch& batch, const PlanOptions
   }
   if (o.kv_granularity == 0) o.kv_granularity = std::max(16, batch.page_size);
   if (!IsPowerOfTwo(o.kv_granularity) || o.kv_granularity > (1 << 16)) {
-    return absl::InvalidArgumentError(absl::StrCat("kv_granularity = ", o.kv_granularity,
-                                                   ": must be a power of two in [1, 65536] (0: max(16, page_size))"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("kv_granularity = ", o.kv_granularity,
+                     ": must be a power of two in [1, 65536] (0: max(16, page_size))"));
   }
   if (o.fixed_overhead == -1) {
     o.fixed_overhead = std::max<int>(1, CeilDiv(16, batch.page_size));
@@ -139,6 +143,61 @@ std::vector<Assignment> AssignGreedyPayload(absl::Span<const QoTile> tiles,
   return out;
 }
 
+std::vector<Assignment> AssignLongestFirst(absl::Span<const QoTile> tiles,
+                                           const PlanOptions& options, int page_size) {
+  const int64_t g = options.kv_granularity;
+  const int64_t overhead = options.fixed_overhead;
+  const int64_t quantum = std::max<int64_t>(g, page_size);
+  int64_t total = 0;
+  std::vector<int32_t> order;
+  for (int32_t i = 0; i < static_cast<int32_t>(tiles.size()); ++i) {
+    if (tiles[i].kv_tokens <= 0) continue;
+    total += tiles[i].blocks + overhead;
+    order.push_back(i);
+  }
+  const int64_t payload = CeilDiv(total, options.num_cu) + overhead;
+  // Longest first; ties keep plan order so the result is deterministic.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return tiles[a].blocks > tiles[b].blocks; });
+  std::vector<int64_t> load(options.num_cu, 0);
+  auto least_loaded = [&] {
+    return static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+  };
+  std::vector<Assignment> out;
+  for (int32_t i : order) {
+    const QoTile& tile = tiles[i];
+    int cu = least_loaded();
+    if (load[cu] + tile.blocks + overhead <= payload) {
+      out.push_back({i, cu, 0, tile.kv_tokens});
+      load[cu] += tile.blocks + overhead;
+      continue;
+    }
+    // Split into the largest gaps, each filled up to the payload on quantum boundaries,
+    // keeping a tail of at least the tile's tokens.
+    int64_t begin = 0;
+    int pieces = 0;
+    while (true) {
+      cu = least_loaded();
+      const int64_t rest = tile.kv_tokens - begin;
+      const int64_t rest_cost = CeilDiv(rest, g) + overhead;
+      const bool last_allowed =
+          options.max_split_per_batch > 0 && pieces + 1 >= options.max_split_per_batch;
+      int64_t take = (payload - load[cu] - overhead) * g / quantum * quantum;
+      take = std::min(take, (rest - tile.tokens()) / quantum * quantum);
+      if (load[cu] + rest_cost <= payload || last_allowed || take <= 0) {
+        out.push_back({i, cu, begin, tile.kv_tokens});
+        load[cu] += rest_cost;
+        break;
+      }
+      out.push_back({i, cu, begin, begin + take});
+      load[cu] += CeilDiv(take, g) + overhead;
+      begin += take;
+      ++pieces;
+    }
+  }
+  return out;
+}
+
 absl::StatusOr<PlanSizes> PlanDecodeInto(const Batch& batch, const PlanOptions& options,
                                          const PlanBuffers& buffers) {
   if (absl::Status s = ValidateBatch(batch); !s.ok()) return s;
@@ -161,6 +220,9 @@ absl::StatusOr<PlanSizes> PlanDecodeInto(const Batch& batch, const PlanOptions& 
   switch (o.policy) {
     case PlanPolicy::kGreedyPayload:
       assignments = AssignGreedyPayload(tiles, o, batch.page_size);
+      break;
+    case PlanPolicy::kLongestFirst:
+      assignments = AssignLongestFirst(tiles, o, batch.page_size);
       break;
   }
 

@@ -204,6 +204,7 @@ TEST(Planner, RandomBatchesAreSoundAndWithinCapacity) {
     options.num_cu = rng() % 3 == 0 ? 0 : 1 + rng() % 300;
     options.kv_granularity = 1 << (rng() % 8);
     options.max_split_per_batch = rng() % 4 == 0 ? 1 + rng() % 8 : 0;
+    options.policy = rng() % 2 == 0 ? PlanPolicy::kGreedyPayload : PlanPolicy::kLongestFirst;
     absl::StatusOr<WorkPlan> plan = PlanDecode(batch, options);
     if (plan.status().code() == absl::StatusCode::kNotFound) {
       ++unsupported;

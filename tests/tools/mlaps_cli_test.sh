@@ -2,8 +2,9 @@
 # The mlaps CLI end to end: exit codes (0 ok, 1 wrong plan / unsupported, 2 bad usage), the
 # files it writes, and check catching a tampered plan.
 set -uo pipefail
-mlaps=$1
+mlaps=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
+cd "$tmp"
 fails=0 passed=0
 expect() {  # expected-exit-code description command...
   local want=$1 what=$2
@@ -18,6 +19,7 @@ expect() {  # expected-exit-code description command...
 }
 expect 0 "default plan" "$mlaps"
 grep -q "^gfx950 (256 CUs)" "$tmp/out" && grep -q "^sm90 (132 CUs)" "$tmp/out" || { echo "FAIL summary lines"; fails=$((fails + 1)); }
+grep -q "SVG written to $tmp/mlaps_plan.sm90.svg" "$tmp/out" && [ -s "$tmp/mlaps_plan.gfx950.svg" ] || { echo "FAIL: default SVGs"; cat "$tmp/out"; fails=$((fails + 1)); }
 expect 2 "unknown flag" "$mlaps" --bogus
 [ "$(wc -l <"$tmp/err")" = 1 ] || { echo "FAIL: bad flag error is not one line"; fails=$((fails + 1)); }
 expect 2 "bad int" "$mlaps" --batch=abc

@@ -1,11 +1,15 @@
 // mlaps: plan, check and render MLA decode work plans.
 //
-//   mlaps [plan] [flags]      plan a batch (default: a DeepSeek-V3 MTP batch) and summarize
+//   mlaps [plan] [flags]      plan a batch (default: a DeepSeek-V3 MTP batch), summarize it
+//                             and write an SVG Gantt chart (--svg, default mlaps_plan.svg)
 //   mlaps check --plan F --batch F   exit 1 with every violated invariant when the plan is wrong
-//   mlaps render --out F.svg [plan flags]   SVG Gantt chart of the plan
+//   mlaps render --svg F.svg [plan flags]   the same, named for the chart
 //   mlaps help
 // Bad flags: one line on stderr, exit code 2.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <string>
@@ -164,14 +168,14 @@ int Fail(const absl::Status& s, int code) {
   return code;
 }
 
-int RunPlan(const std::vector<std::string>& args, bool render) {
+int RunPlan(const std::vector<std::string>& args) {
   BatchFlags bf;
   std::string out, batch_out, svg = "mlaps_plan.svg";
   Flags flags;
   bf.Define(flags);
   flags.Define("out", &out, "write the plan (text-format mlaps.proto.WorkPlan)");
   flags.Define("batch_out", &batch_out, "write the batch planned (text format, replayable)");
-  if (render) flags.Define("svg", &svg, "where to write the SVG Gantt chart");
+  flags.Define("svg", &svg, "where to write the SVG Gantt chart (empty: none)");
   if (absl::Status s = flags.Parse(args); !s.ok()) return Fail(s, kUsageError);
   absl::StatusOr<std::vector<Batch>> batches = MakeBatches(bf);
   if (!batches.ok()) return Fail(batches.status(), kUsageError);
@@ -204,13 +208,16 @@ int RunPlan(const std::vector<std::string>& args, bool render) {
       if (absl::Status s = WriteTextProtoFile(path, BatchToProto(b)); !s.ok()) return Fail(s, 1);
       absl::PrintF("  batch      written to %s\n", path);
     }
-    if (render) {
+    if (!svg.empty()) {
       const std::string path = PathFor(svg, b, several);
       std::ofstream f(path);
       f << RenderGanttSvg(b, *plan, cost,
                           absl::StrCat("mlaps plan: ", ArchName(b.arch), ", ", plan->variant));
       if (!f) return Fail(absl::PermissionDeniedError(absl::StrCat("cannot write ", path)), 1);
-      absl::PrintF("  gantt      SVG written to %s\n", path);
+      char cwd[4096];
+      absl::PrintF("  gantt      SVG written to %s%s\n",
+                   path[0] == '/' ? "" : absl::StrCat(getcwd(cwd, sizeof cwd) ? cwd : ".", "/"),
+                   path);
     }
   }
   return 0;
@@ -293,7 +300,8 @@ void PrintHelp() {
   bf.Define(flags);
   std::printf(
       "mlaps: plans, checks and renders MLA decode work plans (persistent scheduling).\n"
-      "  mlaps [plan] [flags]             plan a batch and print a summary (--out, --batch_out)\n"
+      "  mlaps [plan] [flags]             plan a batch, print a summary, write "
+      "mlaps_plan.<arch>.svg\n"
       "  mlaps render [flags] [--svg F]   plan and write an SVG Gantt chart\n"
       "  mlaps check --plan F --batch F   verify a plan (exit 1 and the violations if wrong)\n"
       "  mlaps check --raw_dir D [...]    the same for raw int32 dumps of an engine's tensors\n"
@@ -305,14 +313,18 @@ void PrintHelp() {
 }  // namespace mlaps::cli
 
 int main(int argc, char** argv) {
+  // Under `bazel run`, relative paths mean the user's directory, not the runfiles tree.
+  if (const char* wd = std::getenv("BUILD_WORKING_DIRECTORY"); wd != nullptr) {
+    if (chdir(wd) != 0) std::fprintf(stderr, "mlaps: cannot enter %s\n", wd);
+  }
   std::vector<std::string> args(argv + 1, argv + argc);
   std::string command = "plan";
   if (!args.empty() && args[0].rfind("--", 0) != 0) {
     command = args[0];
     args.erase(args.begin());
   }
-  if (command == "plan") return mlaps::cli::RunPlan(args, /*render=*/false);
-  if (command == "render") return mlaps::cli::RunPlan(args, /*render=*/true);
+  // `render` is `plan` (which writes the SVG unless --svg=""), kept as the documented name.
+  if (command == "plan" || command == "render") return mlaps::cli::RunPlan(args);
   if (command == "check") return mlaps::cli::RunCheck(args);
   if (command == "help" || command == "-h") {
     mlaps::cli::PrintHelp();

@@ -10,10 +10,10 @@
 
 namespace {
 
-#define ASSERT_HIP_OK(expr)                                                    \
-  do {                                                                         \
-    hipError_t e_ = (expr);                                                    \
-    ASSERT_EQ(e_, hipSuccess) << #expr << ": " << hipGetErrorString(e_);       \
+#define ASSERT_HIP_OK(expr)                                              \
+  do {                                                                   \
+    hipError_t e_ = (expr);                                              \
+    ASSERT_EQ(e_, hipSuccess) << #expr << ": " << hipGetErrorString(e_); \
   } while (0)
 
 // y[i] = a * x[i] + y[i]: one element per thread, grid-stride.

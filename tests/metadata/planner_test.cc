@@ -126,10 +126,10 @@ TEST(Planner, RefusesTooSmallBuffersWithoutWriting) {
   options.num_cu = 16;
   std::vector<int32_t> qo(5, 7), wi(17, 7), ri(17, 7), rf(32, 7), rp(32, 7);
   std::vector<WorkInfo> works(3, WorkInfo{7, 7, 7, 7, 7, 7, 7, 7});
-  absl::StatusOr<PlanSizes> s = PlanDecodeInto(
-      batch, options,
-      {absl::MakeSpan(qo), absl::MakeSpan(wi), absl::MakeSpan(works), absl::MakeSpan(ri),
-       absl::MakeSpan(rf), absl::MakeSpan(rp)});
+  absl::StatusOr<PlanSizes> s =
+      PlanDecodeInto(batch, options,
+                     {absl::MakeSpan(qo), absl::MakeSpan(wi), absl::MakeSpan(works),
+                      absl::MakeSpan(ri), absl::MakeSpan(rf), absl::MakeSpan(rp)});
   ASSERT_EQ(s.status().code(), absl::StatusCode::kResourceExhausted) << s.status();
   EXPECT_NE(std::string(s.status().message()).find("work_info holds 3"), std::string::npos)
       << s.status();
@@ -224,8 +224,7 @@ TEST(Planner, RandomBatchesAreSoundAndWithinCapacity) {
     EXPECT_LE(plan->num_partial_rows, cap->partial_rows);
     if (options.max_split_per_batch > 0) {
       for (int t = 0; t < plan->num_reduce_tiles(); ++t) {
-        EXPECT_LE(plan->reduce_indptr[t + 1] - plan->reduce_indptr[t],
-                  options.max_split_per_batch);
+        EXPECT_LE(plan->reduce_indptr[t + 1] - plan->reduce_indptr[t], options.max_split_per_batch);
       }
     }
   }

@@ -27,6 +27,7 @@ using hipMemcpyKind = cudaMemcpyKind;
 using hipGraph_t = cudaGraph_t;
 using hipGraphExec_t = cudaGraphExec_t;
 using hipFuncAttribute = cudaFuncAttribute;
+using hipStreamCaptureMode = cudaStreamCaptureMode;
 
 inline constexpr hipError_t hipSuccess = cudaSuccess;
 inline constexpr hipError_t hipErrorInvalidValue = cudaErrorInvalidValue;
@@ -36,6 +37,9 @@ inline constexpr hipMemcpyKind hipMemcpyDeviceToDevice = cudaMemcpyDeviceToDevic
 inline constexpr hipFuncAttribute hipFuncAttributeMaxDynamicSharedMemorySize =
     cudaFuncAttributeMaxDynamicSharedMemorySize;
 inline constexpr unsigned hipStreamNonBlocking = cudaStreamNonBlocking;
+inline constexpr hipStreamCaptureMode hipStreamCaptureModeGlobal = cudaStreamCaptureModeGlobal;
+inline constexpr hipStreamCaptureMode hipStreamCaptureModeThreadLocal =
+    cudaStreamCaptureModeThreadLocal;
 
 // ---- Errors and devices ------------------------------------------------------------------
 inline const char* hipGetErrorString(hipError_t e) { return cudaGetErrorString(e); }
@@ -55,6 +59,12 @@ inline hipError_t hipMalloc(T** p, size_t bytes) {
   return cudaMalloc(reinterpret_cast<void**>(p), bytes);
 }
 inline hipError_t hipFree(void* p) { return cudaFree(p); }
+// Pinned (page-locked) host memory; flags 0 is hipHostMallocDefault.
+template <typename T>
+inline hipError_t hipHostMalloc(T** p, size_t bytes, unsigned flags = 0) {
+  return cudaHostAlloc(reinterpret_cast<void**>(p), bytes, flags);
+}
+inline hipError_t hipHostFree(void* p) { return cudaFreeHost(p); }
 inline hipError_t hipMemcpy(void* dst, const void* src, size_t n, hipMemcpyKind k) {
   return cudaMemcpy(dst, src, n, k);
 }
@@ -83,8 +93,9 @@ inline hipError_t hipEventSynchronize(hipEvent_t e) { return cudaEventSynchroniz
 inline hipError_t hipEventElapsedTime(float* ms, hipEvent_t a, hipEvent_t b) {
   return cudaEventElapsedTime(ms, a, b);
 }
-inline hipError_t hipStreamBeginCapture(hipStream_t s) {
-  return cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+// HIP's signature: the capture mode is explicit.
+inline hipError_t hipStreamBeginCapture(hipStream_t s, hipStreamCaptureMode mode) {
+  return cudaStreamBeginCapture(s, mode);
 }
 inline hipError_t hipStreamEndCapture(hipStream_t s, hipGraph_t* g) {
   return cudaStreamEndCapture(s, g);
@@ -121,6 +132,18 @@ __device__ __forceinline__ T __shfl_down(T v, unsigned delta, int width = warpSi
 template <typename T>
 __device__ __forceinline__ T __shfl_up(T v, unsigned delta, int width = warpSize) {
   return __shfl_up_sync(0xffffffffu, v, delta, width);
+}
+// HIP's wall clock: a constant-rate device counter (AMD: hipDeviceAttributeWallClockRate kHz;
+// here %globaltimer, nanoseconds). clock64() (SM cycles) is CUDA's own.
+__device__ __forceinline__ long long wall_clock64() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return static_cast<long long>(t);
+}
+// HIP's 64-bit ballot (bit i: lane i's predicate; lanes >= warpSize read 0). CUDA's own
+// deprecated __ballot returns 32 bits, hence HIP's explicit-width name.
+__device__ __forceinline__ unsigned long long __ballot64(int predicate) {
+  return __ballot_sync(0xffffffffu, predicate);
 }
 #endif  // __CUDACC__
 

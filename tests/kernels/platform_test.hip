@@ -34,6 +34,31 @@ __global__ void WarpSums(const int* in, int* warp_sums, int* device_warp_size) {
   if (blockIdx.x == 0 && threadIdx.x == 0) *device_warp_size = warpSize;
 }
 
+// HIP declares wall_clock64() in its device pass only.
+__device__ inline long long WallClock() {
+#if defined(MLAPS_GPU_ROCM) && !defined(__HIP_DEVICE_COMPILE__)
+  return 0;
+#else
+  return wall_clock64();
+#endif
+}
+
+// Cycles and wall-clock ticks around a short spin: both advance.
+__global__ void Clocks(long long* out) {
+  const long long c0 = clock64(), w0 = WallClock();
+  long long spin = 0;
+  while (clock64() - c0 < 200000) ++spin;
+  out[0] = clock64() - c0;
+  out[1] = WallClock() - w0;
+  out[2] = spin;
+}
+
+// Each lane's bit of a 64-bit ballot: lane i votes for (i % 3 == 0) in warp w.
+__global__ void Ballots(unsigned long long* out) {
+  const unsigned long long mask = __ballot64(threadIdx.x % warpSize % 3 == 0);
+  if (threadIdx.x % warpSize == 0) out[threadIdx.x / warpSize] = mask;
+}
+
 TEST(Platform, DeviceQuery) {
   int count = 0;
   ASSERT_HIP_OK(hipGetDeviceCount(&count));
@@ -110,6 +135,78 @@ TEST(Platform, ShflXorWarpSumMatchesCpu) {
   ASSERT_HIP_OK(hipFree(din));
   ASSERT_HIP_OK(hipFree(dsums));
   ASSERT_HIP_OK(hipFree(dwarp));
+}
+
+TEST(Platform, Ballot64IntoPinnedMemory) {
+  hipDeviceProp_t p;
+  ASSERT_HIP_OK(hipGetDeviceProperties(&p, 0));
+  const int warp = p.warpSize, warps = 4;
+  unsigned long long* d = nullptr;
+  unsigned long long* pinned = nullptr;
+  ASSERT_HIP_OK(hipMalloc(&d, warps * sizeof(unsigned long long)));
+  ASSERT_HIP_OK(hipHostMalloc(&pinned, warps * sizeof(unsigned long long)));
+  hipStream_t stream;
+  ASSERT_HIP_OK(hipStreamCreateWithFlags(&stream, hipStreamNonBlocking));
+  hipLaunchKernelGGL(Ballots, dim3(1), dim3(warps * warp), 0, stream, d);
+  ASSERT_HIP_OK(hipGetLastError());
+  ASSERT_HIP_OK(
+      hipMemcpyAsync(pinned, d, warps * sizeof(unsigned long long), hipMemcpyDeviceToHost, stream));
+  ASSERT_HIP_OK(hipStreamSynchronize(stream));
+  unsigned long long expect = 0;
+  for (int lane = 0; lane < warp; lane += 3) expect |= 1ull << lane;
+  for (int w = 0; w < warps; ++w) EXPECT_EQ(pinned[w], expect) << "warp " << w;
+  ASSERT_HIP_OK(hipStreamDestroy(stream));
+  ASSERT_HIP_OK(hipHostFree(pinned));
+  ASSERT_HIP_OK(hipFree(d));
+}
+
+// Capture two kernels into a graph, replay it twice; plus the device / attribute calls a
+// launcher makes while capturing.
+TEST(Platform, GraphCaptureAndReplay) {
+  const int n = 4096;
+  std::vector<float> x(n, 1.0f), y(n, 0.0f);
+  float *dx = nullptr, *dy = nullptr;
+  ASSERT_HIP_OK(hipMalloc(&dx, n * sizeof(float)));
+  ASSERT_HIP_OK(hipMalloc(&dy, n * sizeof(float)));
+  ASSERT_HIP_OK(hipMemcpy(dx, x.data(), n * sizeof(float), hipMemcpyHostToDevice));
+  ASSERT_HIP_OK(hipMemcpy(dy, y.data(), n * sizeof(float), hipMemcpyHostToDevice));
+  int device = -1;
+  ASSERT_HIP_OK(hipGetDevice(&device));
+  EXPECT_GE(device, 0);
+  ASSERT_HIP_OK(hipFuncSetAttribute(reinterpret_cast<const void*>(&Saxpy),
+                                    hipFuncAttributeMaxDynamicSharedMemorySize, 32 * 1024));
+  hipStream_t stream;
+  ASSERT_HIP_OK(hipStreamCreate(&stream));
+  hipGraph_t graph;
+  hipGraphExec_t exec;
+  ASSERT_HIP_OK(hipStreamBeginCapture(stream, hipStreamCaptureModeThreadLocal));
+  hipLaunchKernelGGL(Saxpy, dim3(16), dim3(256), 0, stream, n, 2.0f, dx, dy);
+  hipLaunchKernelGGL(Saxpy, dim3(16), dim3(256), 0, stream, n, 1.0f, dx, dy);
+  ASSERT_HIP_OK(hipStreamEndCapture(stream, &graph));
+  ASSERT_HIP_OK(hipGraphInstantiate(&exec, graph, nullptr, nullptr, 0));
+  ASSERT_HIP_OK(hipGraphLaunch(exec, stream));
+  ASSERT_HIP_OK(hipGraphLaunch(exec, stream));
+  ASSERT_HIP_OK(hipStreamSynchronize(stream));
+  ASSERT_HIP_OK(hipMemcpy(y.data(), dy, n * sizeof(float), hipMemcpyDeviceToHost));
+  for (int i = 0; i < n; ++i) ASSERT_EQ(y[i], 6.0f) << "i=" << i;  // two replays of 2x + 1x
+  ASSERT_HIP_OK(hipGraphExecDestroy(exec));
+  ASSERT_HIP_OK(hipGraphDestroy(graph));
+  ASSERT_HIP_OK(hipStreamDestroy(stream));
+  ASSERT_HIP_OK(hipFree(dx));
+  ASSERT_HIP_OK(hipFree(dy));
+}
+
+TEST(Platform, ClocksAdvance) {
+  long long* d = nullptr;
+  ASSERT_HIP_OK(hipMalloc(&d, 3 * sizeof(long long)));
+  hipLaunchKernelGGL(Clocks, dim3(1), dim3(1), 0, nullptr, d);
+  ASSERT_HIP_OK(hipGetLastError());
+  long long h[3] = {};
+  ASSERT_HIP_OK(hipMemcpy(h, d, sizeof(h), hipMemcpyDeviceToHost));
+  EXPECT_GE(h[0], 200000);
+  EXPECT_GT(h[1], 0);
+  std::printf("200k+ cycles took %lld wall-clock ticks\n", h[1]);
+  ASSERT_HIP_OK(hipFree(d));
 }
 
 }  // namespace

@@ -19,6 +19,13 @@ absl::Status TooSmall(absl::string_view buffer, size_t have, int64_t need) {
       absl::StrCat("plan buffer ", buffer, " holds ", have, " entries but this plan needs ", need));
 }
 
+// Blocks one CU is filled to: ceil(total / num_cu) plus one item's overhead, and at least
+// enough that an empty CU can take one split quantum (else no split could ever happen and
+// every tile would walk on to the last CU).
+int64_t Payload(int64_t total, int num_cu, int64_t overhead, int64_t quantum_blocks) {
+  return std::max(CeilDiv(total, num_cu) + overhead, overhead + quantum_blocks);
+}
+
 }  // namespace
 
 absl::string_view PolicyName(PlanPolicy policy) {
@@ -105,7 +112,7 @@ std::vector<Assignment> AssignGreedyPayload(absl::Span<const QoTile> tiles,
   for (const QoTile& t : tiles) {
     if (t.kv_tokens > 0) total += t.blocks + overhead;
   }
-  const int64_t payload = CeilDiv(total, options.num_cu) + overhead;
+  const int64_t payload = Payload(total, options.num_cu, overhead, CeilDiv(quantum, g));
 
   std::vector<Assignment> out;
   int cu = 0;
@@ -118,23 +125,29 @@ std::vector<Assignment> AssignGreedyPayload(absl::Span<const QoTile> tiles,
     while (true) {
       const int64_t rest = tile.kv_tokens - begin;
       const int64_t rest_cost = CeilDiv(rest, g) + overhead;
-      const bool last_cu = cu == options.num_cu - 1;
-      const bool last_piece_allowed =
-          options.max_split_per_batch > 0 && pieces + 1 >= options.max_split_per_batch;
-      if (rest_cost <= remaining || last_cu || last_piece_allowed) {
+      const bool fresh = remaining == payload;
+      if (rest_cost <= remaining || cu == options.num_cu - 1) {
         out.push_back({i, cu, begin, tile.kv_tokens});
         remaining -= rest_cost;
         break;
       }
       // Split: take what fits this CU, on a quantum boundary, leaving a tail of at least
       // the tile's token count so every q token sees a kv token in the last piece.
-      int64_t take = (remaining - overhead) * g / quantum * quantum;
-      const int64_t max_take = (rest - tile.tokens()) / quantum * quantum;
-      take = std::min(take, max_take);
+      const bool may_split =
+          options.max_split_per_batch == 0 || pieces + 1 < options.max_split_per_batch;
+      const int64_t take = may_split ? std::min((remaining - overhead) * g / quantum * quantum,
+                                                (rest - tile.tokens()) / quantum * quantum)
+                                     : 0;
       if (take > 0) {
         out.push_back({i, cu, begin, begin + take});
         begin += take;
         ++pieces;
+      } else if (fresh) {
+        // The rest cannot be split (split limit or tail rule) and no later CU has more
+        // room than this empty one: it takes the rest whole.
+        out.push_back({i, cu, begin, tile.kv_tokens});
+        remaining -= rest_cost;
+        break;
       }
       ++cu;
       remaining = payload;
@@ -155,7 +168,7 @@ std::vector<Assignment> AssignLongestFirst(absl::Span<const QoTile> tiles,
     total += tiles[i].blocks + overhead;
     order.push_back(i);
   }
-  const int64_t payload = CeilDiv(total, options.num_cu) + overhead;
+  const int64_t payload = Payload(total, options.num_cu, overhead, CeilDiv(quantum, g));
   // Longest first; ties keep plan order so the result is deterministic.
   std::stable_sort(order.begin(), order.end(),
                    [&](int32_t a, int32_t b) { return tiles[a].blocks > tiles[b].blocks; });

@@ -61,6 +61,41 @@ TEST(Planner, MaxSplitPerBatchBoundsPieces) {
   EXPECT_EQ(plan.num_works(), 5);
 }
 
+TEST(Planner, MaxSplitOneStillSpreadsTilesOverCus) {
+  // No tile may be split, but tiles must still move on to the next CU when one is full
+  // (an earlier planner put the whole batch on CU 0).
+  Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 64, 1, 4096, 64);
+  PlanOptions options;
+  options.max_split_per_batch = 1;
+  WorkPlan plan = PlanOrDie(batch, options);
+  ExpectSound(batch, plan);
+  EXPECT_EQ(plan.num_reduce_tiles(), 0);
+  for (int c = 0; c < plan.num_cu; ++c) {
+    EXPECT_LE(plan.work_indptr[c + 1] - plan.work_indptr[c], 1) << "cu " << c;
+  }
+  // A split limit of 2 on one long request over 8 CUs: 2 pieces on 2 CUs, not 1 overflow.
+  Batch one = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 3, 1, 16384, 1);
+  options.num_cu = 8;
+  options.max_split_per_batch = 2;
+  plan = PlanOrDie(one, options);
+  ExpectSound(one, plan);
+  for (int t = 0; t < plan.num_reduce_tiles(); ++t) {
+    EXPECT_LE(plan.reduce_indptr[t + 1] - plan.reduce_indptr[t], 2);
+  }
+}
+
+TEST(Planner, SmallPayloadStillSplitsOnPageBoundaries) {
+  // Page 64 with 16-token blocks: ceil(total / 132) is below one page of blocks, so the
+  // payload must grow to one page or no split can happen and the tile walks to CU 131.
+  Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 1, 1, 4096, 64);
+  PlanOptions options;
+  options.kv_granularity = 16;
+  WorkPlan plan = PlanOrDie(batch, options);
+  ExpectSound(batch, plan);
+  EXPECT_GT(plan.num_works(), 30);
+  EXPECT_EQ(plan.work_indptr[131], plan.work_indptr[132]) << "the last CU should be idle";
+}
+
 TEST(Planner, CausalTrimAndKvOffset) {
   // gfx950 fp8 (32, 3): tiles of 2 and 1 tokens; kv trimmed to L - q + t1.
   Batch batch = MakeUniformBatch(Arch::kGfx950, DType::kFp8, 32, 1, 3, 100, 16);

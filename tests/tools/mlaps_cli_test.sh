@@ -36,6 +36,7 @@ sed '0,/kv_end: \([0-9]*\)/s//kv_end: 99999/' "$tmp/plan.txt" >"$tmp/bad.txt"
 expect 1 "check tampered plan" "$mlaps" check --plan "$tmp/bad.txt" --batch "$tmp/batch.txt"
 grep -q "kv_range work 0" "$tmp/out" || { echo "FAIL: violation not named"; cat "$tmp/out"; fails=$((fails + 1)); }
 expect 2 "check missing file" "$mlaps" check --plan "$tmp/nope.txt" --batch "$tmp/batch.txt"
+expect 0 "simulate" "$mlaps" simulate --arch sm90,gfx950 --dtype fp8 --heads 64 --qlen 3
 expect 0 "render" "$mlaps" render --arch sm90 --batch 8 --svg "$tmp/p.svg"
 grep -q "lower bound" "$tmp/p.svg" || { echo "FAIL: svg"; fails=$((fails + 1)); }
 echo "$passed passed, $fails failed"

@@ -23,8 +23,11 @@
 #include "metadata/planner.h"
 #include "metadata/proto_io.h"
 #include "sim/cost_model.h"
+#include "sim/decode_case.h"
+#include "sim/executor.h"
 #include "sim/plan_checker.h"
 #include "sim/raw_plan_io.h"
+#include "sim/reference.h"
 #include "tools/cli/flags.h"
 #include "tools/cli/gantt_svg.h"
 
@@ -294,6 +297,59 @@ int RunCheck(const std::vector<std::string>& args) {
   return 1;
 }
 
+// A numeric run of a small batch: plan -> check -> executor (fp32, bf16 O) vs the fp64
+// reference, with DESIGN.md's gates. Exit 1 when a gate fails.
+int RunSimulate(const std::vector<std::string>& args) {
+  BatchFlags bf;
+  bf.arch = "sm90";
+  bf.dtype = "bf16";
+  bf.batch = 4;
+  bf.ctx_min = 200;
+  bf.ctx_max = 2000;
+  bf.page_size = 16;
+  bf.num_cu = 16;  // few CUs, so that tiles are split and the reduce runs
+  double q_scale = 0.7, kv_scale = 1.3;
+  Flags flags;
+  bf.Define(flags);
+  flags.Define("q_scale", &q_scale, "fp8 per-tensor Q descale");
+  flags.Define("kv_scale", &kv_scale, "fp8 per-tensor KV descale");
+  if (absl::Status s = flags.Parse(args); !s.ok()) return Fail(s, kUsageError);
+  absl::StatusOr<std::vector<Batch>> batches = MakeBatches(bf);
+  if (!batches.ok()) return Fail(batches.status(), kUsageError);
+  absl::StatusOr<PlanOptions> options = MakeOptions(bf);
+  if (!options.ok()) return Fail(options.status(), kUsageError);
+  int failed = 0;
+  for (const Batch& b : *batches) {
+    absl::StatusOr<WorkPlan> plan = PlanDecode(b, *options);
+    if (!plan.ok()) {
+      return Fail(plan.status(),
+                  plan.status().code() == absl::StatusCode::kInvalidArgument ? kUsageError : 1);
+    }
+    if (std::vector<sim::Violation> v = sim::CheckPlan(b, *plan); !v.empty()) {
+      std::fprintf(stderr, "mlaps: the plan fails the checker:\n%s",
+                   sim::FormatViolations(v).c_str());
+      return 1;
+    }
+    const sim::DecodeCase inputs = sim::MakeDecodeCase(b, bf.seed, q_scale, kv_scale);
+    absl::StatusOr<sim::ExecutorOutput> out = sim::ExecutePlan(b, *plan, inputs.Inputs());
+    if (!out.ok()) return Fail(out.status(), 1);
+    absl::StatusOr<sim::ReferenceOutput> ref = sim::ReferenceDecode(b, inputs.Inputs());
+    if (!ref.ok()) return Fail(ref.status(), 1);
+    absl::StatusOr<sim::Comparison> cmp =
+        sim::CompareOutputs(out->o, out->lse, ref->o, ref->lse, sim::GatesFor(b.kv_dtype));
+    if (!cmp.ok()) return Fail(cmp.status(), 1);
+    absl::PrintF(
+        "%s: %s/%s H=%d qlen=%d batch %d page %d on %d CUs: %d items (%d partial), "
+        "%d reduce tiles\n",
+        ArchName(b.arch), DTypeName(b.q_dtype), DTypeName(b.kv_dtype), b.num_heads, b.max_qlen(),
+        b.num_requests(), b.page_size, plan->num_cu, plan->num_works(), out->stats.partial_items,
+        plan->num_reduce_tiles());
+    absl::PrintF("  executor vs fp64 reference: %s\n", cmp->Summary());
+    if (!cmp->passed) ++failed;
+  }
+  return failed == 0 ? 0 : 1;
+}
+
 void PrintHelp() {
   BatchFlags bf;
   Flags flags;
@@ -303,6 +359,7 @@ void PrintHelp() {
       "  mlaps [plan] [flags]             plan a batch, print a summary, write "
       "mlaps_plan.<arch>.svg\n"
       "  mlaps render [flags] [--svg F]   plan and write an SVG Gantt chart\n"
+      "  mlaps simulate [flags]           run a small batch's plan numerically vs the reference\n"
       "  mlaps check --plan F --batch F   verify a plan (exit 1 and the violations if wrong)\n"
       "  mlaps check --raw_dir D [...]    the same for raw int32 dumps of an engine's tensors\n"
       "plan flags:\n%s",
@@ -326,11 +383,12 @@ int main(int argc, char** argv) {
   // `render` is `plan` (which writes the SVG unless --svg=""), kept as the documented name.
   if (command == "plan" || command == "render") return mlaps::cli::RunPlan(args);
   if (command == "check") return mlaps::cli::RunCheck(args);
+  if (command == "simulate") return mlaps::cli::RunSimulate(args);
   if (command == "help" || command == "-h") {
     mlaps::cli::PrintHelp();
     return 0;
   }
-  std::fprintf(stderr, "mlaps: unknown command '%s' (plan, render, check, help)\n",
+  std::fprintf(stderr, "mlaps: unknown command '%s' (plan, render, simulate, check, help)\n",
                command.c_str());
   return 2;
 }

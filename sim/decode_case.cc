@@ -1,4 +1,4 @@
-#include "tests/sim/decode_case.h"
+#include "sim/decode_case.h"
 
 #include <algorithm>
 #include <numeric>
@@ -7,7 +7,7 @@
 #include "metadata/types.h"
 #include "sim/numerics.h"
 
-namespace mlaps::sim::testing {
+namespace mlaps::sim {
 
 DecodeInputs DecodeCase::Inputs() const {
   DecodeInputs in;
@@ -49,4 +49,4 @@ std::vector<double> ToDouble(const std::vector<float>& x) {
   return std::vector<double>(x.begin(), x.end());
 }
 
-}  // namespace mlaps::sim::testing
+}  // namespace mlaps::sim

@@ -103,36 +103,42 @@ std::vector<QoTile> BuildTiles(const Batch& batch, const ResolvedVariant& varian
   return tiles;
 }
 
-std::vector<Assignment> AssignGreedyPayload(absl::Span<const QoTile> tiles,
-                                            const PlanOptions& options, int page_size) {
-  const int64_t g = options.kv_granularity;
-  const int64_t overhead = options.fixed_overhead;
-  const int64_t quantum = std::max<int64_t>(g, page_size);  // split points, in kv tokens
-  int64_t total = 0;
-  for (const QoTile& t : tiles) {
-    if (t.kv_tokens > 0) total += t.blocks + overhead;
-  }
-  const int64_t payload = Payload(total, options.num_cu, overhead, CeilDiv(quantum, g));
+namespace {
 
-  std::vector<Assignment> out;
+// What one greedy walk needs: block size, per-item overhead, split quantum, payload.
+struct Walk {
+  const PlanOptions& options;
+  int64_t g, overhead, quantum, payload;
   int cu = 0;
-  int64_t remaining = payload;
-  for (int32_t i = 0; i < static_cast<int32_t>(tiles.size()); ++i) {
-    const QoTile& tile = tiles[i];
-    if (tile.kv_tokens <= 0) continue;  // nothing to attend: O = 0, LSE = -inf
+  int64_t remaining = 0;
+
+  Walk(const PlanOptions& o, int page_size, int64_t total)
+      : options(o),
+        g(o.kv_granularity),
+        overhead(o.fixed_overhead),
+        quantum(std::max<int64_t>(o.kv_granularity, page_size)),
+        payload(Payload(total, o.num_cu, o.fixed_overhead,
+                        CeilDiv(std::max<int64_t>(o.kv_granularity, page_size), o.kv_granularity))),
+        remaining(payload) {}
+
+  int64_t Cost(int64_t kv_tokens) const { return CeilDiv(kv_tokens, g) + overhead; }
+
+  // Greedy payload for one tile: fill the current CU, split on a quantum boundary when it
+  // runs out, go on with the next CU.
+  void Place(const QoTile& tile, int32_t i, std::vector<Assignment>& out) {
     int64_t begin = 0;
     int pieces = 0;
     while (true) {
       const int64_t rest = tile.kv_tokens - begin;
-      const int64_t rest_cost = CeilDiv(rest, g) + overhead;
+      const int64_t rest_cost = Cost(rest);
       const bool fresh = remaining == payload;
       if (rest_cost <= remaining || cu == options.num_cu - 1) {
         out.push_back({i, cu, begin, tile.kv_tokens});
         remaining -= rest_cost;
-        break;
+        return;
       }
-      // Split: take what fits this CU, on a quantum boundary, leaving a tail of at least
-      // the tile's token count so every q token sees a kv token in the last piece.
+      // Take what fits this CU, leaving a tail of at least the tile's token count so every
+      // q token sees a kv token in the last piece.
       const bool may_split =
           options.max_split_per_batch == 0 || pieces + 1 < options.max_split_per_batch;
       const int64_t take = may_split ? std::min((remaining - overhead) * g / quantum * quantum,
@@ -147,36 +153,60 @@ std::vector<Assignment> AssignGreedyPayload(absl::Span<const QoTile> tiles,
         // room than this empty one: it takes the rest whole.
         out.push_back({i, cu, begin, tile.kv_tokens});
         remaining -= rest_cost;
-        break;
+        return;
       }
       ++cu;
       remaining = payload;
     }
+  }
+};
+
+int64_t TotalCost(absl::Span<const QoTile> tiles, int64_t overhead) {
+  int64_t total = 0;
+  for (const QoTile& t : tiles) {
+    if (t.kv_tokens > 0) total += t.blocks + overhead;
+  }
+  return total;
+}
+
+}  // namespace
+
+std::vector<Assignment> AssignGreedyPayload(absl::Span<const QoTile> tiles,
+                                            const PlanOptions& options, int page_size) {
+  Walk walk(options, page_size, TotalCost(tiles, options.fixed_overhead));
+  std::vector<Assignment> out;
+  for (int32_t i = 0; i < static_cast<int32_t>(tiles.size()); ++i) {
+    if (tiles[i].kv_tokens > 0) walk.Place(tiles[i], i, out);  // else O = 0, LSE = -inf
   }
   return out;
 }
 
 std::vector<Assignment> AssignLongestFirst(absl::Span<const QoTile> tiles,
                                            const PlanOptions& options, int page_size) {
-  const int64_t g = options.kv_granularity;
-  const int64_t overhead = options.fixed_overhead;
-  const int64_t quantum = std::max<int64_t>(g, page_size);
-  int64_t total = 0;
+  Walk walk(options, page_size, TotalCost(tiles, options.fixed_overhead));
+  const int64_t g = walk.g, overhead = walk.overhead, quantum = walk.quantum;
+  const int64_t payload = walk.payload;
+  std::vector<Assignment> out;
+  // Phase 1: tiles larger than a CU's payload must be split anyway: wrap them over the CUs
+  // in plan order as greedy payload does (the fewest pieces for them).
   std::vector<int32_t> order;
   for (int32_t i = 0; i < static_cast<int32_t>(tiles.size()); ++i) {
     if (tiles[i].kv_tokens <= 0) continue;
-    total += tiles[i].blocks + overhead;
-    order.push_back(i);
+    if (walk.Cost(tiles[i].kv_tokens) > payload) {
+      walk.Place(tiles[i], i, out);
+    } else {
+      order.push_back(i);
+    }
   }
-  const int64_t payload = Payload(total, options.num_cu, overhead, CeilDiv(quantum, g));
-  // Longest first; ties keep plan order so the result is deterministic.
+  std::vector<int64_t> load(options.num_cu, 0);
+  for (const Assignment& a : out) load[a.cu] += walk.Cost(a.kv_end - a.kv_begin);
+  // Phase 2: the rest longest first, each whole to the least-loaded CU while it fits; ties
+  // keep plan order so the result is deterministic.
   std::stable_sort(order.begin(), order.end(),
                    [&](int32_t a, int32_t b) { return tiles[a].blocks > tiles[b].blocks; });
-  std::vector<int64_t> load(options.num_cu, 0);
   auto least_loaded = [&] {
     return static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
   };
-  std::vector<Assignment> out;
   for (int32_t i : order) {
     const QoTile& tile = tiles[i];
     int cu = least_loaded();
@@ -192,7 +222,7 @@ std::vector<Assignment> AssignLongestFirst(absl::Span<const QoTile> tiles,
     while (true) {
       cu = least_loaded();
       const int64_t rest = tile.kv_tokens - begin;
-      const int64_t rest_cost = CeilDiv(rest, g) + overhead;
+      const int64_t rest_cost = walk.Cost(rest);
       const bool last_allowed =
           options.max_split_per_batch > 0 && pieces + 1 >= options.max_split_per_batch;
       int64_t take = (payload - load[cu] - overhead) * g / quantum * quantum;

@@ -22,7 +22,8 @@ enum class PlanPolicy {
   // AITER v1.2 / FlashMLA: payload = ceil(total / num_cu) + overhead; fill CUs in order,
   // splitting a tile when a CU's payload runs out.
   kGreedyPayload,
-  // Whole tiles first, longest first, each to the least-loaded CU while it fits under the
+  // Tiles larger than the payload are wrapped over the CUs first (as greedy payload does);
+  // then the rest, longest first, each whole to the least-loaded CU while it fits under the
   // same payload; only tiles that fit nowhere are split, into the largest gaps. Same
   // makespan bound, far fewer split tiles (and reduce work) when tiles are small.
   kLongestFirst,

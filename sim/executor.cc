@@ -189,6 +189,8 @@ absl::StatusOr<ExecutorOutput> ExecutePlan(const Batch& batch, const WorkPlan& p
   std::vector<const float*> k_rows;
   int64_t max_kv_len = 0;
   for (int b = 0; b < batch.num_requests(); ++b) max_kv_len = std::max(max_kv_len, batch.kv_len(b));
+  // Final O is bf16, except where the caller merges it further first (CP ranks).
+  auto final_o = [&](float x) { return options.final_o_bf16 ? RoundToBf16(x) : x; };
   std::vector<float> s(std::min<int64_t>(options.kv_block, max_kv_len)), acc(kHeadDimV);
   for (int cu = 0; cu < plan.num_cu; ++cu) {
     for (int w = plan.work_indptr[cu]; w < plan.work_indptr[cu + 1]; ++w) {
@@ -249,7 +251,7 @@ absl::StatusOr<ExecutorOutput> ExecutePlan(const Batch& batch, const WorkPlan& p
           if (x.partial_qo_loc == kNoPartial) {
             const int64_t row = final_row(t, hh);
             float* o = out.o.data() + row * kHeadDimV;
-            for (int d = 0; d < kHeadDimV; ++d) o[d] = RoundToBf16(acc[d] * norm);
+            for (int d = 0; d < kHeadDimV; ++d) o[d] = final_o(acc[d] * norm);
             out.lse[row] = lse;
           } else {
             const int64_t row = (int64_t{x.partial_qo_loc} + (t - x.qo_start)) * hg + hh;
@@ -300,7 +302,7 @@ absl::StatusOr<ExecutorOutput> ExecutePlan(const Batch& batch, const WorkPlan& p
           const float* po = out.partial_o.data() + prow(p) * kHeadDimV;
           for (int d = 0; d < kHeadDimV; ++d) merged[d] += wgt * po[d];
         }
-        for (int d = 0; d < kHeadDimV; ++d) o[d] = RoundToBf16(merged[d]);
+        for (int d = 0; d < kHeadDimV; ++d) o[d] = final_o(merged[d]);
         out.lse[row] = lse_final;
       }
       ++final_writes[t];

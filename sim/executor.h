@@ -49,6 +49,11 @@ struct ExecutorOptions {
   // Rows of the fp32 partial buffers. -1: max(plan.num_partial_rows, the sum of the partial
   // items' q tokens), which every sound packing fits.
   int64_t partial_rows_capacity = -1;
+  // Round final O to bf16 (the decode output). false keeps fp32: a CP rank's O is merged
+  // with the other ranks' first, and rounding each rank's O to bf16 before the merge costs
+  // accuracy where ranks cancel (AITER's round-robin test reports merge-out failures for
+  // exactly that); the merged O is rounded once.
+  bool final_o_bf16 = true;
 };
 
 struct ExecutorStats {
@@ -66,7 +71,7 @@ struct ExecutorStats {
 };
 
 struct ExecutorOutput {
-  std::vector<float> o;    // [total_q, H, 512], bf16 values
+  std::vector<float> o;    // [total_q, H, 512], bf16 values (fp32 if !final_o_bf16)
   std::vector<float> lse;  // [total_q, H], fp32, natural log
   // The fp32 partial buffers after all items ran. Rows are folded q tokens, each
   // H / head_fold heads wide (the kernel's view of a virtual request); partial_rows rows

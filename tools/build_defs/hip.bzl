@@ -4,7 +4,8 @@
 hip_library(name, srcs, hdrs, deps, copts): compiles each .hip source (and .cc sources
 that use the HIP runtime) into a static archive and exposes it as a cc target.
 hip_test(name, ...): a gtest binary per GPU vendor: `name` (nvidia, tags gpu +
-requires-gpu-nvidia) and `name_amd` (tags gpu + requires-gpu-amd).
+requires-gpu-nvidia) and `name_amd` (tags gpu + requires-gpu-amd); `vendors` narrows that.
+`configs` (hip_library, hip_binary) likewise, e.g. ["cuda"] for NCCL code (tag requires-cuda).
 hip_binary(name, ...): a cc_binary built from HIP sources (benchmarks, tools), tagged gpu.
 
 On NVIDIA, sources include kernels/platform/hip_runtime.h, which maps the subset of HIP we
@@ -151,7 +152,11 @@ def _gpu_runtime_deps():
         "//conditions:default": [],
     })
 
-def hip_library(name, srcs = [], hdrs = [], deps = [], copts = [], tags = [], visibility = None, **kwargs):
+def _config_tags(configs):
+    # Targets that build for NVIDIA only (NCCL, ...) are kept out of the ROCm compile check.
+    return ["requires-cuda"] if configs == ["cuda"] else []
+
+def hip_library(name, srcs = [], hdrs = [], deps = [], copts = [], tags = [], visibility = None, configs = ["cuda", "rocm"], **kwargs):
     _hip_objects(
         name = name,
         srcs = srcs,
@@ -163,14 +168,15 @@ def hip_library(name, srcs = [], hdrs = [], deps = [], copts = [], tags = [], vi
             "//tools/build_defs:rocm_new_archs": ["gfx942", "gfx950"],
             "//conditions:default": ["gfx90a", "gfx940"],
         }),
-        target_compatible_with = _only("cuda", "rocm"),
-        tags = tags + ["gpu"],
+        target_compatible_with = _only(*configs),
+        tags = tags + ["gpu"] + _config_tags(configs),
         visibility = visibility,
         **kwargs
     )
 
-def hip_test(name, srcs, hdrs = [], deps = [], copts = [], tags = [], size = "small", data = [], args = [], **kwargs):
+def hip_test(name, srcs, hdrs = [], deps = [], copts = [], tags = [], size = "small", data = [], args = [], vendors = ["nvidia", "amd"], **kwargs):
     lib = name + "_objs"
+    configs = [{"nvidia": "cuda", "amd": "rocm"}[v] for v in vendors]
     hip_library(
         name = lib,
         srcs = srcs,
@@ -179,8 +185,11 @@ def hip_test(name, srcs, hdrs = [], deps = [], copts = [], tags = [], size = "sm
         copts = copts,
         testonly = True,
         tags = tags,
+        configs = configs,
     )
     for suffix, vendor, config in [("", "nvidia", "cuda"), ("_amd", "amd", "rocm")]:
+        if vendor not in vendors:
+            continue
         cc_test(
             name = name + suffix,
             deps = [":" + lib, "@com_google_googletest//:gtest_main"],
@@ -192,13 +201,13 @@ def hip_test(name, srcs, hdrs = [], deps = [], copts = [], tags = [], size = "sm
             **kwargs
         )
 
-def hip_binary(name, srcs, hdrs = [], deps = [], copts = [], tags = [], **kwargs):
+def hip_binary(name, srcs, hdrs = [], deps = [], copts = [], tags = [], configs = ["cuda", "rocm"], **kwargs):
     lib = name + "_objs"
-    hip_library(name = lib, srcs = srcs, hdrs = hdrs, deps = deps, copts = copts, tags = tags)
+    hip_library(name = lib, srcs = srcs, hdrs = hdrs, deps = deps, copts = copts, tags = tags, configs = configs)
     cc_binary(
         name = name,
         deps = [":" + lib],
-        tags = tags + ["gpu"],
-        target_compatible_with = _only("cuda", "rocm"),
+        tags = tags + ["gpu"] + _config_tags(configs),
+        target_compatible_with = _only(*configs),
         **kwargs
     )

@@ -88,11 +88,12 @@ __global__ void __launch_bounds__(kThreads) LseMergeKernel(LseMergeParams p) {
 LseMergeError LaunchLseMerge(const LseMergeParams& p, void* stream, int* runtime_error) {
   if (runtime_error != nullptr) *runtime_error = 0;
   if (p.world_size < 1 || p.world_size > kMaxWorld) return LseMergeError::kBadWorld;
-  int device = 0, warp = 0;
-  hipGetDevice(&device);
-  hipDeviceProp_t prop;
-  if (hipGetDeviceProperties(&prop, device) != hipSuccess) return LseMergeError::kLaunchFailed;
-  warp = prop.warpSize;
+  int device = 0, warp = 0, sms = 0;
+  if (hipGetDevice(&device) != hipSuccess ||
+      hipDeviceGetAttribute(&warp, hipDeviceAttributeWarpSize, device) != hipSuccess ||
+      hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device) != hipSuccess) {
+    return LseMergeError::kLaunchFailed;
+  }
   // Each lane holds dim / warp floats in float4s: 4, 8 or 16 of them.
   const int per_lane = p.dim > 0 && p.dim % warp == 0 ? p.dim / warp : 0;
   if (p.rows < 0 || (per_lane != 4 && per_lane != 8 && per_lane != 16)) {
@@ -104,8 +105,8 @@ LseMergeError LaunchLseMerge(const LseMergeParams& p, void* stream, int* runtime
     return LseMergeError::kNullPointer;
   }
   const int64_t rows_per_block = kThreads / warp;
-  const int64_t blocks = std::min<int64_t>((p.rows + rows_per_block - 1) / rows_per_block,
-                                           int64_t{prop.multiProcessorCount} * 16);
+  const int64_t blocks =
+      std::min<int64_t>((p.rows + rows_per_block - 1) / rows_per_block, int64_t{sms} * 16);
   const dim3 grid(static_cast<unsigned>(blocks)), block(kThreads);
   hipStream_t s = static_cast<hipStream_t>(stream);
   if (per_lane == 16) {

@@ -57,7 +57,11 @@ stage() {  # label list-file
   flat=$(echo "${pkg}_${name}" | tr '/' '_')
   src="$bin_root/$pkg/$name"
   cp "$src" "$out/bin/$flat"
-  if [ -d "$src.runfiles" ]; then cp -rL "$src.runfiles" "$out/bin/$flat.runfiles"; fi
+  if [ -d "$src.runfiles" ]; then
+    cp -rL "$src.runfiles" "$out/bin/$flat.runfiles"
+    # Shared libraries travel once, in lib/ (NCCL not at all: the GPU machine has its own).
+    find "$out/bin/$flat.runfiles" -depth -type d -name '_solib_*' -exec rm -rf {} +
+  fi
   ldd "$src" | awk '/=> \//{print $1, $3}' | while read -r soname path; do
     if ! [[ $soname =~ $system_lib ]]; then cp -nL "$path" "$out/lib/$soname"; fi
   done

@@ -52,6 +52,14 @@ inline hipError_t hipGetDeviceProperties(hipDeviceProp_t* p, int d) {
   return cudaGetDeviceProperties(p, d);
 }
 inline hipError_t hipDeviceSynchronize() { return cudaDeviceSynchronize(); }
+// Cheap per-launch queries (hipGetDeviceProperties takes microseconds).
+using hipDeviceAttribute_t = cudaDeviceAttr;
+inline constexpr hipDeviceAttribute_t hipDeviceAttributeWarpSize = cudaDevAttrWarpSize;
+inline constexpr hipDeviceAttribute_t hipDeviceAttributeMultiprocessorCount =
+    cudaDevAttrMultiProcessorCount;
+inline hipError_t hipDeviceGetAttribute(int* value, hipDeviceAttribute_t a, int device) {
+  return cudaDeviceGetAttribute(value, a, device);
+}
 
 // ---- Memory ------------------------------------------------------------------------------
 template <typename T>

@@ -100,6 +100,18 @@ void RunCase(const Case& c, bool out_bf16) {
   CpuMerge(c, cpu_o, cpu_lse);
   int64_t bf16_exact = 0, worst_ulps = 0;
   double worst_rel = 0;
+  // expf / logf differ between the GPU and glibc by an ulp or two, so the weights do; an
+  // output's error is bounded relative to the terms it sums (sum_r |O_r|), which matters
+  // where ranks cancel.
+  auto tolerance = [&](int64_t i) {
+    const int64_t row = i / kDim, d = i % kDim;
+    double terms = 0;
+    for (int r = 0; r < c.world; ++r) {
+      const float l = c.lse[r * c.rows + row];
+      if (std::isfinite(l)) terms += std::fabs(c.o[(r * c.rows + row) * kDim + d]);
+    }
+    return 4e-6 * (terms + 1e-3);
+  };
   for (int64_t row = 0; row < c.rows; ++row) {
     ASSERT_TRUE(SameClass(gpu_lse[row], cpu_lse[row]))
         << "row " << row << ": " << gpu_lse[row] << " vs " << cpu_lse[row];
@@ -117,14 +129,19 @@ void RunCase(const Case& c, bool out_bf16) {
       const int64_t ulps = std::abs(int64_t{bits} - int64_t{want_bits});
       worst_ulps = std::max(worst_ulps, ulps);
       bf16_exact += ulps == 0;
-      ASSERT_LE(ulps, 1) << "element " << i << ": bf16 " << bits << " vs " << want_bits;
+      // Within the fp32 tolerance plus one bf16 rounding step of the value.
+      const float got = sim::Bf16BitsToFloat(bits);
+      const double step =
+          std::fabs(sim::Bf16BitsToFloat(want_bits ^ 1) - sim::Bf16BitsToFloat(want_bits));
+      ASSERT_LE(std::fabs(got - want), tolerance(i) + step)
+          << "element " << i << ": bf16 " << bits << " vs " << want_bits;
     } else {
       float got;
       std::memcpy(&got, &raw[4 * i], 4);
       ASSERT_FALSE(std::isnan(got)) << "element " << i << " unwritten or NaN";
-      const double rel = std::fabs(got - want) / std::max(1e-3, std::fabs(double{want}));
-      worst_rel = std::max(worst_rel, rel);
-      ASSERT_LT(rel, 1e-5) << "element " << i << ": " << got << " vs " << want;
+      const double err = std::fabs(got - want);
+      worst_rel = std::max(worst_rel, err / tolerance(i) * 4e-6);
+      ASSERT_LE(err, tolerance(i)) << "element " << i << ": " << got << " vs " << want;
     }
   }
   if (out_bf16) {
@@ -133,7 +150,7 @@ void RunCase(const Case& c, bool out_bf16) {
                 static_cast<long long>(c.rows), 100.0 * bf16_exact / (c.rows * kDim),
                 static_cast<long long>(worst_ulps));
   } else {
-    std::printf("W=%d rows=%lld fp32: worst rel err %.2e\n", c.world,
+    std::printf("W=%d rows=%lld fp32: worst error / sum|O_r| %.2e\n", c.world,
                 static_cast<long long>(c.rows), worst_rel);
   }
   ASSERT_HIP_OK(hipFree(d_o));

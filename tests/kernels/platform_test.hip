@@ -70,6 +70,11 @@ TEST(Platform, DeviceQuery) {
                 p.multiProcessorCount, p.warpSize, p.totalGlobalMem / 1073741824.0);
     EXPECT_GT(p.multiProcessorCount, 0);
     EXPECT_TRUE(p.warpSize == 32 || p.warpSize == 64) << p.warpSize;
+    int warp = 0, cus = 0;
+    ASSERT_HIP_OK(hipDeviceGetAttribute(&warp, hipDeviceAttributeWarpSize, d));
+    ASSERT_HIP_OK(hipDeviceGetAttribute(&cus, hipDeviceAttributeMultiprocessorCount, d));
+    EXPECT_EQ(warp, p.warpSize);
+    EXPECT_EQ(cus, p.multiProcessorCount);
   }
 }
 

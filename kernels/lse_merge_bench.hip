@@ -60,8 +60,8 @@ void BM_LseMerge(benchmark::State& state) {
   }
   const double bytes = double(world) * rows * (dim + 1) * 4 + double(rows) * (dim * 2 + 4);
   state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
-  state.counters["GB/s"] =
-      benchmark::Counter(bytes * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  state.counters["TB/s"] =
+      benchmark::Counter(bytes * state.iterations() / 1e12, benchmark::Counter::kIsRate);
   state.counters["input_MB"] = double(world) * rows * (dim + 1) * 4 / 1e6;
   hipEventDestroy(start);
   hipEventDestroy(stop);

@@ -4,6 +4,7 @@
 #include <map>
 #include <tuple>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 
 namespace mlaps::sim {
@@ -91,6 +92,13 @@ std::vector<Violation> CheckPlan(const Batch& batch, const WorkPlan& plan,
     }
   }
 
+  // Head folding must split H into whole groups; anything else makes every index meaningless.
+  if (r > batch.num_heads || batch.num_heads % r != 0) {
+    out.Add(Defect::kBatchIdx, -1, "head_fold",
+            absl::StrCat(r, " does not divide num_heads = ", batch.num_heads));
+    return out.Take();
+  }
+
   // Folded qo_indptr from the batch (each request's q tokens repeated r times).
   std::vector<int32_t> fqo(num_v + 1, 0);
   for (int v = 0; v < num_v; ++v) fqo[v + 1] = fqo[v] + batch.qlen(v / r);
@@ -120,7 +128,9 @@ std::vector<Violation> CheckPlan(const Batch& batch, const WorkPlan& plan,
   };
   std::map<std::pair<int32_t, int32_t>, TileUse> tiles;
   std::vector<int32_t> tile_start_of(total_fq, -1), tile_end_of(total_fq, -1);
-  std::vector<int> row_owner;
+  // Partial rows in use -> the work item writing them (a map: a plan from elsewhere may
+  // name any row, and the checker must not allocate by its word).
+  absl::flat_hash_map<int64_t, int> row_owner;
 
   for (int w = 0; w < num_works; ++w) {
     const WorkInfo& x = plan.work_info[w];
@@ -187,16 +197,13 @@ std::vector<Violation> CheckPlan(const Batch& batch, const WorkPlan& plan,
                        ") outside the partial buffer's ", options.partial_rows_capacity, " rows"));
       continue;
     }
-    if (static_cast<int64_t>(row_owner.size()) < x.partial_qo_loc + rows) {
-      row_owner.resize(x.partial_qo_loc + rows, -1);
-    }
     for (int64_t row = x.partial_qo_loc; row < x.partial_qo_loc + rows; ++row) {
-      if (row_owner[row] != -1) {
+      auto [it, inserted] = row_owner.try_emplace(row, w);
+      if (!inserted) {
         out.Add(Defect::kPartialRow, w, "partial_qo_loc",
-                absl::StrCat("partial row ", row, " is also written by work ", row_owner[row]));
+                absl::StrCat("partial row ", row, " is also written by work ", it->second));
         break;
       }
-      row_owner[row] = w;
     }
     tile.partial_rows.push_back({x.partial_qo_loc, w});
   }

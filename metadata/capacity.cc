@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/container/btree_set.h"
 #include "absl/strings/str_cat.h"
 #include "metadata/registry.h"
 
@@ -16,7 +17,22 @@ absl::StatusOr<PlanCapacity> ComputePlanCapacity(const CapacityQuery& query) {
   const int64_t num_cu = query.num_cu == 0 ? DefaultNumCu(query.arch) : query.num_cu;
   int64_t max_fold = 0, max_tiles_per_request = 0, max_tokens_per_tile = 0;
   absl::Status last_error;
-  for (int qlen = 1; qlen <= query.max_qlen; ++qlen) {
+  // The matching rows only change where some Serves range starts or ends, and within a
+  // range tiles per request grow with qlen, so the candidates below cover the maximum
+  // without visiting every qlen up to max_qlen (which may be large).
+  absl::btree_set<int> candidates = {1, query.max_qlen};
+  const absl::StatusOr<proto::KernelRegistry> registry = LoadRegistry(query.arch);
+  if (registry.ok()) {
+    for (const proto::KernelRow& row : registry->kernel()) {
+      for (const proto::Serves& s : row.serves()) {
+        for (int64_t q : {int64_t{s.qlen_min()} - 1, int64_t{s.qlen_min()}, int64_t{s.qlen_max()},
+                          int64_t{s.qlen_max()} + 1}) {
+          if (q >= 1 && q <= query.max_qlen) candidates.insert(static_cast<int>(q));
+        }
+      }
+    }
+  }
+  for (int qlen : candidates) {
     VariantQuery vq{query.arch, query.q_dtype,        query.kv_dtype, query.num_heads,
                     qlen,       query.cp_round_robin, query.lse};
     absl::StatusOr<ResolvedVariant> v = ResolveVariant(vq);

@@ -204,8 +204,10 @@ absl::Status ValidateRegistry(const proto::KernelRegistry& registry) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<proto::KernelRegistry> LoadRegistry(Arch arch) {
-  // Parsed and validated once per process; callers get copies.
+namespace {
+
+// The embedded registries, parsed and validated once per process (immutable afterwards).
+const absl::StatusOr<proto::KernelRegistry>& CachedRegistry(Arch arch) {
   static const auto* const kCache = new std::array<absl::StatusOr<proto::KernelRegistry>, 3>{
       ParseEmbedded(Arch::kGfx942), ParseEmbedded(Arch::kGfx950), ParseEmbedded(Arch::kSm90)};
   switch (arch) {
@@ -214,10 +216,14 @@ absl::StatusOr<proto::KernelRegistry> LoadRegistry(Arch arch) {
     case Arch::kGfx950:
       return (*kCache)[1];
     case Arch::kSm90:
-      return (*kCache)[2];
+      break;
   }
-  return absl::InvalidArgumentError("unknown arch");
+  return (*kCache)[2];
 }
+
+}  // namespace
+
+absl::StatusOr<proto::KernelRegistry> LoadRegistry(Arch arch) { return CachedRegistry(arch); }
 
 absl::StatusOr<ResolvedVariant> ResolveVariant(const proto::KernelRegistry& registry,
                                                const VariantQuery& query) {
@@ -274,9 +280,9 @@ absl::StatusOr<ResolvedVariant> ResolveVariant(const proto::KernelRegistry& regi
 }
 
 absl::StatusOr<ResolvedVariant> ResolveVariant(const VariantQuery& query) {
-  absl::StatusOr<proto::KernelRegistry> registry = LoadRegistry(query.arch);
+  const absl::StatusOr<proto::KernelRegistry>& registry = CachedRegistry(query.arch);
   if (!registry.ok()) return registry.status();
-  return ResolveVariant(*registry, query);
+  return ResolveVariant(*registry, query);  // no copy: this runs once per plan
 }
 
 }  // namespace mlaps

@@ -269,3 +269,40 @@ TEST(Planner, RandomBatchesAreSoundAndWithinCapacity) {
 
 }  // namespace
 }  // namespace mlaps
+
+namespace mlaps {
+namespace {
+
+// Capacity visits only the qlens where the registry's Serves ranges change; it must equal a
+// brute-force maximum over every qlen, and stay cheap for huge max_qlen.
+TEST(Capacity, MatchesBruteForceAndScales) {
+  for (Arch arch : {Arch::kGfx942, Arch::kGfx950, Arch::kSm90}) {
+    for (int heads : {16, 32, 64, 128}) {
+      for (int max_qlen = 1; max_qlen <= 24; ++max_qlen) {
+        int64_t tiles = 0, fold = 0;
+        for (int q = 1; q <= max_qlen; ++q) {
+          absl::StatusOr<ResolvedVariant> v =
+              ResolveVariant({arch, DType::kFp8, DType::kFp8, heads, q, false, false});
+          if (!v.ok()) continue;
+          fold = std::max<int64_t>(fold, v->head_fold);
+          tiles = std::max<int64_t>(
+              tiles, int64_t{v->head_fold} * ((q + v->tokens_per_tile - 1) / v->tokens_per_tile));
+        }
+        absl::StatusOr<PlanCapacity> cap =
+            ComputePlanCapacity({arch, DType::kFp8, DType::kFp8, heads, 10, max_qlen, 100});
+        ASSERT_EQ(cap.ok(), fold > 0) << heads << " " << max_qlen;
+        if (!cap.ok()) continue;
+        EXPECT_EQ(cap->work_info, 10 * tiles + 100)
+            << ArchName(arch) << " H=" << heads << " max_qlen=" << max_qlen;
+        EXPECT_EQ(cap->qo_indptr, 10 * fold + 1);
+      }
+    }
+  }
+  absl::StatusOr<PlanCapacity> big =
+      ComputePlanCapacity({Arch::kSm90, DType::kBf16, DType::kBf16, 16, 1, 50'000'000, 132});
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(big->work_info, 12'500'000 + 132);  // 4 tokens per tile
+}
+
+}  // namespace
+}  // namespace mlaps

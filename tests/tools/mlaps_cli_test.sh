@@ -20,14 +20,33 @@ expect() {  # expected-exit-code description command...
 expect 0 "default plan" "$mlaps"
 grep -q "^gfx950 (256 CUs)" "$tmp/out" && grep -q "^sm90 (132 CUs)" "$tmp/out" || { echo "FAIL summary lines"; fails=$((fails + 1)); }
 grep -q "SVG written to $tmp/mlaps_plan.sm90.svg" "$tmp/out" && [ -s "$tmp/mlaps_plan.gfx950.svg" ] || { echo "FAIL: default SVGs"; cat "$tmp/out"; fails=$((fails + 1)); }
-expect 2 "unknown flag" "$mlaps" --bogus
-[ "$(wc -l <"$tmp/err")" = 1 ] || { echo "FAIL: bad flag error is not one line"; fails=$((fails + 1)); }
-expect 2 "bad int" "$mlaps" --batch=abc
-expect 2 "bad heads" "$mlaps" --heads 17
-expect 2 "bad arch" "$mlaps" --arch gfx1100
-expect 2 "missing value" "$mlaps" --qlen
+# Bad usage: exit 2 and exactly one line on stderr naming the problem.
+bad() {  # expected-stderr description args...
+  local want=$1 what=$2
+  shift 2
+  expect 2 "$what" "$mlaps" "$@"
+  if [ "$(wc -l <"$tmp/err")" != 1 ] || ! grep -qF -- "$want" "$tmp/err"; then
+    echo "FAIL $what: stderr '$(cat "$tmp/err")', want one line with '$want'"; fails=$((fails + 1))
+  fi
+}
+bad "mlaps: unknown flag --bogus" "unknown flag" --bogus
+bad "flag --batch=abc: expected an integer" "bad int" --batch=abc
+bad "flag --causal=maybe: expected true or false" "bad bool" --causal=maybe
+bad "num_heads = 17: must be one of 16, 32, 48, 64, 128" "bad heads" --heads 17
+bad "arch 'gfx1100' is not one of gfx942, gfx950, sm90" "bad arch" --arch gfx1100
+bad "dtype 'fp4' is not one of bf16, fp8" "bad dtype" --dtype fp4
+bad "flag --qlen needs a value" "missing value" --qlen
+bad "--batch=0: must be >= 1" "empty batch" --batch 0
+bad "--ctx_min=9 --ctx_max=3: need 0 <= min <= max" "ctx range" --ctx_min 9 --ctx_max 3
+bad "page_size = 12: must be a power of two" "bad page" --page_size 12
+bad "kv_granularity = 24: must be a power of two" "bad granularity" --kv_granularity 24
+bad "policy 'fastest' is not one of" "bad policy" --policy fastest
+bad "unexpected argument 'stray'" "stray argument" plan stray
+bad "check needs --plan FILE and --batch FILE, or --raw_dir DIR" "check without files" check
 expect 2 "unknown command" "$mlaps" frobnicate
+grep -qF "unknown command 'frobnicate'" "$tmp/err" || { echo "FAIL: unknown command message"; fails=$((fails + 1)); }
 expect 1 "unsupported shape" "$mlaps" --arch gfx950 --heads 48
+grep -qF "unsupported" "$tmp/err" || { echo "FAIL: unsupported message"; fails=$((fails + 1)); }
 expect 0 "plan to files" "$mlaps" plan --arch sm90 --batch 8 --out "$tmp/plan.txt" --batch_out "$tmp/batch.txt"
 expect 0 "check own plan" "$mlaps" check --plan "$tmp/plan.txt" --batch "$tmp/batch.txt"
 expect 0 "replay batch file" "$mlaps" plan --batch_file "$tmp/batch.txt" --out "$tmp/plan2.txt"

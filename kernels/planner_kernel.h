@@ -18,11 +18,13 @@
 // number of requests and the buffer capacities. What changes per step (read from device
 // memory at run time): qo_indptr, kv_indptr, kv_last_page_lens.
 //
-// Limits of this implementation: the greedy_payload policy only (longest_first is refused);
-// one thread block holds the batch in shared memory (GpuPlannerSharedBytes: about 20 bytes per
-// qo tile, 20 per request, 41 per CU), which must fit the device: 227 KiB on H200, about 10k
-// tiles (batch 1024 x qlen 4 x H 128 = 8192 tiles takes 190 KB); 64 KiB on gfx90a / gfx942.
-// Larger plans are refused at launch (the launch's error), never planned out of bounds.
+// Limits of this implementation: the greedy_payload policy only. longest_first (policy 1) is
+// refused before anything is enqueued: GpuPlannerParamsError names the policy and
+// LaunchGpuPlanner returns hipErrorInvalidValue (no status word is written); plan it on the
+// host. One thread block holds the batch in shared memory (GpuPlannerSharedBytes: about 20
+// bytes per qo tile, 24 per request, 24 per CU), which must fit the device: 227 KiB on H200,
+// about 10k tiles (batch 1024 x qlen 4 x H 128 = 8192 tiles takes 192 KB); 64 KiB on gfx90a /
+// gfx942. Larger plans are refused at launch (the launch's error), never planned out of bounds.
 #ifndef MLAPS_KERNELS_PLANNER_KERNEL_H_
 #define MLAPS_KERNELS_PLANNER_KERNEL_H_
 
@@ -76,8 +78,10 @@ struct GpuPlanStatus {
   int32_t num_reduce_tiles;      // reduce_indptr: + 1 entries; reduce_final_map: 2 x this
   int32_t num_reduce_pieces;     // reduce_partial_map entries
   int32_t num_partial_rows;      // rows of the fp32 partial buffers in use
-  int32_t scan_iterations;       // diagnostics: parallel-scan rounds the CU walk took
-                                 // (+1000 when it finished serially; -1: serial only)
+  int32_t scan_iterations;       // diagnostics: rounds of the parallel CU walk (a converged
+                                 // walk checks out in one); +1000 when one warp finished it
+                                 // window by window; -1: one thread walked it
+                                 // (max_split_per_batch >= 2)
 };
 static_assert(sizeof(GpuPlanStatus) == 48, "GpuPlanStatus is 48 bytes");
 
@@ -122,8 +126,9 @@ struct GpuPlannerParams {
   int64_t reduce_partial_map_capacity = 0;
   GpuPlanStatus* status = nullptr;  // always written
   // ---- Tuning -----------------------------------------------------------------------------
-  // Rounds of the parallel CU walk before it finishes serially (see planner_kernel.hip);
-  // 0 walks the CUs serially from the start. The plan is the same for every value.
+  // Rounds of the parallel CU walk before one warp finishes it window by window (see
+  // planner_kernel.hip); 0: that warp walks from the start. The plan is the same for every
+  // value.
   int max_scan_iterations = 8;
   int threads = 0;  // threads of the one block: a multiple of 64 in [64, 512]; 0: the
                     // smallest multiple of 64 >= max(num_requests, num_cu + 1), at most 256
@@ -133,9 +138,9 @@ struct GpuPlannerParams {
 };
 
 // Phases the profile brackets: [0] start, [1] batch validated and tiles laid out, [2] CU
-// walk done, [3] pieces counted and offsets scanned, [4] qo_indptr, work_indptr and reduce
-// maps written, [5] work_info written, [6] end of the walk's first round; [7], [8] wall clock
-// at start and end.
+// walk done, [3] every CU's pieces counted and scanned, [4] capacities checked and qo_indptr
+// written, [5] work_info, work_indptr and reduce maps written, [6] the walk's first round
+// evaluated; [7], [8] wall clock at start and end.
 inline constexpr int kGpuPlanProfileSlots = 9;
 
 // nullptr when `params` can be launched, else a static message naming the bad field (a

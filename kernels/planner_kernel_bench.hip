@@ -338,8 +338,8 @@ int main(int argc, char** argv) {
   const auto& rows = mlaps::Rows();
   std::printf(
       "\n| batch | qlen | H | threads | GPU kernel us | in-kernel us | launch-to-result us | "
-      "host planner ns | works | rounds | kcycles: validate+tiles walk count reduce works (walk "
-      "round 1) | "
+      "host planner ns | works | rounds | kcycles: validate+tiles walk layout-scan checks+qo "
+      "writes (walk round 1) | "
       "SM MHz |\n");
   std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n");
   for (const mlaps::Row& r : rows) {

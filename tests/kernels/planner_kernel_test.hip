@@ -37,8 +37,8 @@ constexpr int64_t kGuardWords = 64;        // checked words past each buffer's c
 constexpr int kWalkModes[] = {8, 0, 1};
 int ThreadsFor(int iterations) { return iterations == 0 ? 64 : iterations == 1 ? 512 : 0; }
 const char* WalkName(int iterations) {
-  return iterations == 0   ? "serial, 64 threads"
-         : iterations == 1 ? "1 round + serial, 512 threads"
+  return iterations == 0   ? "warp windows only, 64 threads"
+         : iterations == 1 ? "1 round + warp windows, 512 threads"
                            : "parallel rounds, default threads";
 }
 
@@ -314,7 +314,7 @@ std::string PlanAndCompare(GpuPlanner& gpu, const Batch& batch, const PlanOption
     }
     const std::string diff = CompareWithHost(gpu, host, caps);
     if (!diff.empty()) return diff + where;
-    if (iterations == kWalkModes[0] && st.scan_iterations < 1000) {
+    if (iterations == kWalkModes[0] && st.scan_iterations >= 0 && st.scan_iterations < 1000) {
       ++stats->parallel_converged;
       stats->parallel_rounds += st.scan_iterations;
     }
@@ -416,6 +416,26 @@ TEST_F(GpuPlannerTest, RepresentativeCasesMatchHost) {
     o.max_split_per_batch = 1;
     cases.push_back(
         {"max split 1", MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 5, 1, 4096, 16), o});
+    o.max_split_per_batch = 2;
+    cases.push_back(
+        {"max split 2", MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 3, 1, 16384, 1), o});
+  }
+  {
+    // The host planner's own cases (tests/metadata/planner_test.cc): max split 1 still spreads
+    // tiles over the CUs; a payload below one page of blocks grows to one split quantum.
+    PlanOptions o;
+    o.max_split_per_batch = 1;
+    cases.push_back({"max split 1, 132 CUs",
+                     MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 64, 1, 4096, 64), o});
+    o = PlanOptions{};
+    o.kv_granularity = 16;
+    cases.push_back({"payload of one page",
+                     MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 1, 1, 4096, 64), o});
+    // Tiles too short to split (kv < quantum + tokens): an empty CU takes each whole.
+    std::vector<int> lens;
+    for (int i = 0; i < 6; ++i) lens.insert(lens.end(), {66, 66, 300, 67, 129, 1000, 66, 70});
+    cases.push_back({"unsplittable tiles",
+                     MakeVarlenBatch(Arch::kSm90, DType::kBf16, 16, lens, 4, 64), PlanOptions{}});
   }
   // gfx950 fp8 (32, 3): tiles of 2 and 1 tokens, causal trim; gfx942 H = 128 folded.
   cases.push_back({"gfx950 h32 q3", MakeUniformBatch(Arch::kGfx950, DType::kFp8, 32, 7, 3, 100, 16),

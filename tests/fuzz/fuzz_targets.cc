@@ -14,7 +14,8 @@ std::vector<FuzzTarget> AllTargets() {
   return {{"planner", FuzzPlanner, PlannerSeeds},
           {"text_readers", FuzzTextReaders, TextReaderSeeds},
           {"cp_shard", FuzzCpShard, CpShardSeeds},
-          {"merge", FuzzMerge, MergeSeeds}};
+          {"merge", FuzzMerge, MergeSeeds},
+          {"sparse_gather", FuzzSparseGather, SparseGatherSeeds}};
 }
 
 }  // namespace mlaps::fuzz

@@ -35,6 +35,10 @@ std::vector<std::string> CpShardSeeds();
 int FuzzMerge(const uint8_t* data, size_t size);
 std::vector<std::string> MergeSeeds();
 
+// The sparse KV gather's CPU model against the spec's rules.
+int FuzzSparseGather(const uint8_t* data, size_t size);
+std::vector<std::string> SparseGatherSeeds();
+
 // Every target, for the replay test and the corpus writer.
 std::vector<FuzzTarget> AllTargets();
 

@@ -46,7 +46,7 @@ TEST_P(Replay, SeedsAndMutations) {
   std::printf("%s: %zu seeds + 3000 mutations\n", target.name, seeds.size());
 }
 
-INSTANTIATE_TEST_SUITE_P(Targets, Replay, ::testing::Range(0, 4));
+INSTANTIATE_TEST_SUITE_P(Targets, Replay, ::testing::Range(0, 5));
 
 }  // namespace
 }  // namespace mlaps::fuzz

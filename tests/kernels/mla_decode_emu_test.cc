@@ -1,0 +1,273 @@
+// The MLA decode and reduce kernels (kernels/mla_decode_device.h) run on the CPU through
+// tests/kernels/emu (fibers for threads, emulated ldmatrix / mma.sync / cp.async), against
+// the simulator's executor (sim::ExecutePlan) and the fp64 reference under DESIGN.md's gates,
+// with the kernel's trace compared byte for byte with the plan's. Built twice: the
+// tensor-core path (mla_decode_emu_test) and the generic AMD path
+// (mla_decode_generic_emu_test, -DMLAPS_MLA_MMA=0). Small shapes: the emulation runs about a
+// million times slower than the GPU.
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "metadata/batch.h"
+#include "metadata/planner.h"
+#include "metadata/work_plan.h"
+#include "sim/decode_case.h"
+#include "sim/executor.h"
+#include "sim/plan_checker.h"
+#include "sim/reference.h"
+#include "sim/trace.h"
+#include "tests/kernels/mla_decode_testing.h"
+
+// Last, in this order: the emulation defines the device dialect (its macros must not reach
+// the library headers above), then the device code compiles on top of it.
+// clang-format off
+#include "tests/kernels/emu/hip_host_emulation.h"
+#include "kernels/mla_decode_device.h"
+// clang-format on
+
+namespace mlaps {
+namespace {
+
+using testing::BatchArena;
+using testing::DecodePointers;
+using testing::PlanArena;
+
+constexpr uint32_t kPoisonF32 = 0xffffffffu;  // NaN
+constexpr uint16_t kPoisonBf16 = 0xffff;      // NaN
+
+WorkPlan Plan(const Batch& batch, int num_cu, int fixed_overhead = 1) {
+  PlanOptions options;
+  options.num_cu = num_cu;
+  options.fixed_overhead = fixed_overhead;
+  absl::StatusOr<WorkPlan> plan = PlanDecode(batch, options);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return plan.ok() ? *plan : WorkPlan{};
+}
+
+struct EmuResult {
+  std::vector<float> o, lse;
+  MlaStatus status{};
+  sim::Trace trace;
+  std::string error;
+};
+
+float PoisonFloat() {
+  float f;
+  std::memcpy(&f, &kPoisonF32, 4);
+  return f;
+}
+
+// Runs decode (+ reduce) for `c` under `plan` in the emulation; `mutate` may break the
+// plan's device copy (status tests).
+EmuResult RunEmulated(const sim::DecodeCase& c, const WorkPlan& plan, int warps,
+                      void (*mutate)(std::vector<int32_t>& batch_words, const BatchArena&,
+                                     std::vector<int32_t>& plan_words,
+                                     const PlanArena&) = nullptr) {
+  const Batch& batch = c.batch;
+  const bool fp8 = batch.q_dtype == DType::kFp8;
+  std::vector<uint8_t> q = testing::ToDeviceBytes(c.q, batch.q_dtype);
+  std::vector<uint8_t> kv = testing::ToDeviceBytes(c.kv_cache, batch.kv_dtype);
+  BatchArena ba = testing::PackBatch(batch, c.kv_indices);
+  PlanArena pa = testing::PackPlan(plan);
+  if (mutate != nullptr) mutate(ba.words, ba, pa.words, pa);
+  const int64_t partial_rows = testing::PartialRowsFor(plan);
+  const int64_t hg = batch.num_heads / plan.head_fold;
+  const int64_t total_q = batch.total_q_tokens();
+  std::vector<uint16_t> o(total_q * batch.num_heads * kHeadDimV, kPoisonBf16);
+  std::vector<float> lse(total_q * batch.num_heads, PoisonFloat());
+  std::vector<float> partial_o(partial_rows * hg * kHeadDimV, PoisonFloat());
+  std::vector<float> partial_lse(partial_rows * hg, PoisonFloat());
+  std::vector<MlaTraceEntry> trace(std::max(1, plan.num_works()));
+  std::vector<int32_t> counts(plan.num_cu, -1);
+  MlaStatus status{};
+  DecodePointers d;
+  d.q = q.data();
+  d.kv = kv.data();
+  d.batch = ba.words.data();
+  d.plan = pa.words.data();
+  d.o = o.data();
+  d.lse = lse.data();
+  d.partial_o = partial_o.data();
+  d.partial_lse = partial_lse.data();
+  d.status = &status;
+  d.trace = trace.data();
+  d.trace_counts = counts.data();
+  const int64_t num_pages =
+      static_cast<int64_t>(c.kv_cache.size()) / (int64_t{batch.page_size} * kHeadDimQk);
+  MlaDecodeParams p = testing::DecodeParamsFor(batch, plan, ba, pa, num_pages, c.q_scale,
+                                               c.kv_scale, partial_rows, d);
+  p.trace_clocks = true;
+  MlaReduceParams rp = testing::ReduceParamsFor(batch, plan, ba, pa, partial_rows, d);
+  EmuResult r;
+#if MLAPS_MLA_MMA
+  const size_t smem = fp8 ? mla::MmaLayout<true>::kBytes : mla::MmaLayout<false>::kBytes;
+#else
+  const size_t smem = 0;
+#endif
+  r.error = mlaps_emu::Launch(dim3(plan.num_cu), dim3(warps * 32), smem, [&] {
+    if (warps == 16) {
+      fp8 ? mla::MlaDecodeKernel<true, 16>(p) : mla::MlaDecodeKernel<false, 16>(p);
+    } else {
+      fp8 ? mla::MlaDecodeKernel<true, 8>(p) : mla::MlaDecodeKernel<false, 8>(p);
+    }
+  });
+  if (r.error.empty() && rp.reduce_tiles_capacity > 0) {
+    r.error = mlaps_emu::Launch(dim3(rp.reduce_tiles_capacity, mla::kReduceRowSplit),
+                                dim3(mla::kReduceThreads), 0, [&] { mla::MlaReduceKernel(rp); });
+  }
+  r.o = testing::Bf16ToFloats(o);
+  r.lse = lse;
+  r.status = status;
+  r.trace = testing::TraceFromKernel(plan, trace, counts);
+  return r;
+}
+
+// Emulated kernels vs the executor (same plan, kv_block 32) and vs the fp64 reference, each
+// under the dtype's gates; the trace vs the plan's, as text. Both block shapes (8 and 16
+// warps) of the decode kernel.
+void CheckCase(const sim::DecodeCase& c, const WorkPlan& plan, const std::string& name, int warps);
+void CheckCase(const sim::DecodeCase& c, const WorkPlan& plan, const std::string& name) {
+  CheckCase(c, plan, name + " (8 warps)", 8);
+#if MLAPS_MLA_MMA  // the generic path does not depend on the block shape
+  CheckCase(c, plan, name + " (16 warps)", 16);
+#endif
+}
+
+void CheckCase(const sim::DecodeCase& c, const WorkPlan& plan, const std::string& name, int warps) {
+  SCOPED_TRACE(name);
+  ASSERT_TRUE(sim::CheckPlan(c.batch, plan).empty());
+  const EmuResult got = RunEmulated(c, plan, warps);
+  ASSERT_EQ(got.error, "");
+  EXPECT_EQ(got.status.code, kMlaOk)
+      << "index " << got.status.index << " value " << got.status.value;
+  sim::ExecutorOptions options;
+  options.kv_block = mla::kBlockN;
+  absl::StatusOr<sim::ExecutorOutput> exec = sim::ExecutePlan(c.batch, plan, c.Inputs(), options);
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  absl::StatusOr<sim::Comparison> vs_exec =
+      sim::CompareOutputs(got.o, got.lse, sim::ToDouble(exec->o), sim::ToDouble(exec->lse),
+                          sim::GatesFor(c.batch.q_dtype));
+  ASSERT_TRUE(vs_exec.ok());
+  EXPECT_TRUE(vs_exec->passed) << "vs executor: " << vs_exec->Summary();
+  absl::StatusOr<sim::ReferenceOutput> ref = sim::ReferenceDecode(c.batch, c.Inputs());
+  ASSERT_TRUE(ref.ok());
+  absl::StatusOr<sim::Comparison> vs_ref =
+      sim::CompareOutputs(got.o, got.lse, ref->o, ref->lse, sim::GatesFor(c.batch.q_dtype));
+  ASSERT_TRUE(vs_ref.ok());
+  EXPECT_TRUE(vs_ref->passed) << "vs reference: " << vs_ref->Summary();
+  absl::StatusOr<sim::Trace> want = sim::TraceOfPlan(plan);
+  ASSERT_TRUE(want.ok());
+  EXPECT_EQ(sim::FormatTrace(got.trace), sim::FormatTrace(*want));
+  std::printf("%s: %d items on %d CUs, %d split tiles; vs executor %s\n", name.c_str(),
+              plan.num_works(), plan.num_cu, plan.num_reduce_tiles(), vs_exec->Summary().c_str());
+}
+
+TEST(MlaDecodeEmuTest, Bf16SingleTokenVarlenPaged) {
+  const Batch batch = MakeVarlenBatch(Arch::kSm90, DType::kBf16, 16, {37, 100, 64}, 1, 16);
+  const sim::DecodeCase c = sim::MakeDecodeCase(batch, 1);
+  CheckCase(c, Plan(batch, 4), "bf16 H16 q1 page16 cu4");
+}
+
+TEST(MlaDecodeEmuTest, Fp8MtpPartialTilesWithScales) {
+  // (32, 3): tiles of 2 and 1 tokens; page 64 with a short last page.
+  const Batch batch = MakeVarlenBatch(Arch::kSm90, DType::kFp8, 32, {70, 45}, 3, 64);
+  const sim::DecodeCase c = sim::MakeDecodeCase(batch, 2, /*q_scale=*/0.7, /*kv_scale=*/1.3);
+  CheckCase(c, Plan(batch, 3), "fp8 H32 q3 page64 cu3");
+}
+
+TEST(MlaDecodeEmuTest, Bf16FoldedHeads128) {
+  // H = 128 folds into 2 groups of 64 heads: full 64-row tiles, page size 1, splits.
+  const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 128, 1, 2, 80, 1);
+  const sim::DecodeCase c = sim::MakeDecodeCase(batch, 3);
+  CheckCase(c, Plan(batch, 3), "bf16 H128 q2 page1 cu3");
+}
+
+TEST(MlaDecodeEmuTest, Fp8Heads16Qlen4) {
+  const Batch batch = MakeVarlenBatch(Arch::kSm90, DType::kFp8, 16, {33, 90}, 4, 1);
+  const sim::DecodeCase c = sim::MakeDecodeCase(batch, 4, 1.5, 0.6);
+  CheckCase(c, Plan(batch, 2), "fp8 H16 q4 page1 cu2");
+}
+
+TEST(MlaDecodeEmuTest, Bf16Heads48) {
+  const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 48, 2, 2, 40, 64);
+  const sim::DecodeCase c = sim::MakeDecodeCase(batch, 5);
+  CheckCase(c, Plan(batch, 5), "bf16 H48 q2 page64 cu5");
+}
+
+TEST(MlaDecodeEmuTest, SparsePerTokenWithEmptyRows) {
+  // Sparse per-token layout: one q token per sequence, gathered slots (page size 1), no
+  // causal mask, a graph-padded row with no kv (O = 0, LSE = -inf from the decode kernel).
+  Batch batch = MakeVarlenBatch(Arch::kSm90, DType::kFp8, 64, {1, 70, 0, 33}, 1, 1);
+  batch.sparse_topk = 2048;
+  const sim::DecodeCase c = sim::MakeDecodeCase(batch, 6, 0.8, 1.1);
+  CheckCase(c, Plan(batch, 3), "sparse fp8 H64 cu3");
+}
+
+TEST(MlaDecodeEmuTest, ManySplitsTakeTheManyPiecesReduce) {
+  // One long request over 6 CUs: every tile is split into >3 pieces.
+  const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 1, 1, 200, 1);
+  const sim::DecodeCase c = sim::MakeDecodeCase(batch, 7);
+  const WorkPlan plan = Plan(batch, 6);
+  ASSERT_GT(plan.num_reduce_tiles(), 0);
+  ASSERT_GT(plan.reduce_indptr[1] - plan.reduce_indptr[0], 3);
+  CheckCase(c, plan, "bf16 H16 q1 cu6 (many pieces)");
+}
+
+TEST(MlaDecodeEmuTest, LongItemsWrapTheCopyRing) {
+  // One CU: items of 10+ kv blocks, so the cp.async ring (3 / 5 slots) wraps several times.
+  const Batch bf16 = MakeUniformBatch(Arch::kSm90, DType::kBf16, 64, 1, 1, 330, 64);
+  CheckCase(sim::MakeDecodeCase(bf16, 9), Plan(bf16, 1), "bf16 H64 q1 ctx330 cu1");
+  const Batch fp8 = MakeUniformBatch(Arch::kSm90, DType::kFp8, 16, 1, 4, 400, 16);
+  CheckCase(sim::MakeDecodeCase(fp8, 10, 0.5, 2.0), Plan(fp8, 1), "fp8 H16 q4 ctx400 cu1");
+}
+
+// Bad plans are reported through the status word and never read or write out of bounds
+// (the emulation would crash or the poison would show).
+TEST(MlaDecodeEmuTest, StatusWordReportsBadItems) {
+  const Batch batch = MakeVarlenBatch(Arch::kSm90, DType::kBf16, 16, {40, 20}, 2, 16);
+  const sim::DecodeCase c = sim::MakeDecodeCase(batch, 8);
+  const WorkPlan plan = Plan(batch, 2);
+  struct Planted {
+    void (*mutate)(std::vector<int32_t>&, const BatchArena&, std::vector<int32_t>&,
+                   const PlanArena&);
+    int32_t code;
+  };
+  const Planted cases[] = {
+      {[](std::vector<int32_t>&, const BatchArena&, std::vector<int32_t>& w, const PlanArena& a) {
+         w[a.work_info + 0] = 99;  // batch_idx
+       },
+       kMlaBadBatchIdx},
+      {[](std::vector<int32_t>&, const BatchArena&, std::vector<int32_t>& w, const PlanArena& a) {
+         w[a.work_info + 5] += 100;  // kv_end past the request's pages
+       },
+       kMlaBadKvRange},
+      {[](std::vector<int32_t>&, const BatchArena&, std::vector<int32_t>& w, const PlanArena& a) {
+         w[a.work_info + 1] = 1 << 20;  // partial_qo_loc past the partial buffers
+       },
+       kMlaBadPartialLoc},
+      {[](std::vector<int32_t>& b, const BatchArena& a, std::vector<int32_t>&, const PlanArena&) {
+         b[a.kv_indices + 1] = 1 << 30;  // a page id past the cache
+       },
+       kMlaBadPageId},
+      {[](std::vector<int32_t>&, const BatchArena&, std::vector<int32_t>& w, const PlanArena& a) {
+         w[a.work_indptr + 1] = 1000;  // work_indptr past work_info
+       },
+       kMlaBadWorkIndptr},
+      {[](std::vector<int32_t>&, const BatchArena&, std::vector<int32_t>& w, const PlanArena& a) {
+         w[a.work_info + 3] += 5;  // qo_end past the virtual request's tokens
+       },
+       kMlaBadQoRange},
+  };
+  for (const Planted& planted : cases) {
+    const EmuResult got = RunEmulated(c, plan, 8, planted.mutate);
+    EXPECT_EQ(got.error, "");
+    EXPECT_EQ(got.status.code, planted.code)
+        << "cu " << got.status.cu << " index " << got.status.index << " value " << got.status.value;
+  }
+}
+
+}  // namespace
+}  // namespace mlaps

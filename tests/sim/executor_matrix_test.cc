@@ -13,11 +13,11 @@
 #include "gtest/gtest.h"
 #include "metadata/batch.h"
 #include "metadata/planner.h"
+#include "sim/decode_case.h"
 #include "sim/executor.h"
 #include "sim/numerics.h"
 #include "sim/plan_checker.h"
 #include "sim/reference.h"
-#include "tests/sim/decode_case.h"
 
 namespace mlaps::sim {
 namespace {
@@ -70,8 +70,8 @@ TEST_P(ExecutorMatrixTest, MatchesReference) {
     batch = MakeUniformBatch(arch, dtype, shape.nhead, batch_size, shape.qlen, kv_hint,
                              layout.page_size);
   }
-  const testing::DecodeCase c = testing::MakeDecodeCase(batch, seed, /*q_scale=*/0.7,
-                                                        /*kv_scale=*/1.3);
+  const DecodeCase c = MakeDecodeCase(batch, seed, /*q_scale=*/0.7,
+                                      /*kv_scale=*/1.3);
   // Few CUs so that tiles split: the seed's choice in 5..16, else the first of 5..16, 2..4
   // (AITER's default per-item overhead, then overhead 1) whose plan splits a tile.
   std::vector<int> cus = {5 + static_cast<int>(seed % 12)};

@@ -14,17 +14,14 @@
 #include "metadata/batch.h"
 #include "metadata/planner.h"
 #include "metadata/work_plan.h"
+#include "sim/decode_case.h"
 #include "sim/plan_checker.h"
 #include "sim/reference.h"
-#include "tests/sim/decode_case.h"
 
 namespace mlaps::sim {
 namespace {
 
-using testing::DecodeCase;
 using ::testing::HasSubstr;
-using testing::MakeDecodeCase;
-using testing::ToDouble;
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 

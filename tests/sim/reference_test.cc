@@ -11,14 +11,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "metadata/batch.h"
-#include "tests/sim/decode_case.h"
+#include "sim/decode_case.h"
 
 namespace mlaps::sim {
 namespace {
 
-using testing::DecodeCase;
 using ::testing::HasSubstr;
-using testing::MakeDecodeCase;
 
 constexpr int kH = 16;
 

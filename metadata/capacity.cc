@@ -8,6 +8,20 @@
 
 namespace mlaps {
 
+CapacityQuery CapacityQueryOf(const Batch& batch, int num_cu, bool lse) {
+  CapacityQuery q;
+  q.arch = batch.arch;
+  q.q_dtype = batch.q_dtype;
+  q.kv_dtype = batch.kv_dtype;
+  q.num_heads = batch.num_heads;
+  q.max_batch = batch.num_requests();
+  q.max_qlen = batch.max_qlen();
+  q.num_cu = num_cu;
+  q.cp_round_robin = batch.cp_round_robin;
+  q.lse = lse;
+  return q;
+}
+
 absl::StatusOr<PlanCapacity> ComputePlanCapacity(const CapacityQuery& query) {
   if (query.max_batch < 1 || query.max_qlen < 1 || query.num_cu < 0) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "metadata/batch.h"
 #include "metadata/types.h"
 
 namespace mlaps {
@@ -22,6 +23,9 @@ struct CapacityQuery {
   bool cp_round_robin = false;
   bool lse = false;
 };
+
+// The maxima of one batch itself (its requests, its longest qlen): what PlanDecode sizes by.
+CapacityQuery CapacityQueryOf(const Batch& batch, int num_cu, bool lse);
 
 // Entries of each plan buffer (int32 words for work_info: 8 per work item), and bytes of
 // the fp32 partial buffers.

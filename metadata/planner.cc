@@ -360,17 +360,8 @@ absl::StatusOr<WorkPlan> PlanDecode(const Batch& batch, const PlanOptions& optio
   if (absl::Status s = ValidateBatch(batch); !s.ok()) return s;
   absl::StatusOr<PlanOptions> o = ResolveOptions(batch, options);
   if (!o.ok()) return o.status();
-  CapacityQuery query;
-  query.arch = batch.arch;
-  query.q_dtype = batch.q_dtype;
-  query.kv_dtype = batch.kv_dtype;
-  query.num_heads = batch.num_heads;
-  query.max_batch = batch.num_requests();
-  query.max_qlen = batch.max_qlen();
-  query.num_cu = o->num_cu;
-  query.cp_round_robin = batch.cp_round_robin;
-  query.lse = o->lse;
-  absl::StatusOr<PlanCapacity> capacity = ComputePlanCapacity(query);
+  absl::StatusOr<PlanCapacity> capacity =
+      ComputePlanCapacity(CapacityQueryOf(batch, o->num_cu, o->lse));
   if (!capacity.ok()) return capacity.status();
   WorkPlan plan;
   plan.qo_indptr.resize(capacity->qo_indptr);

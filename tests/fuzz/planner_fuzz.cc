@@ -127,17 +127,8 @@ int FuzzPlanner(const uint8_t* data, size_t size) {
   }
   const std::vector<sim::Violation> v = sim::CheckPlan(b, *plan);
   if (!v.empty()) Fail("accepted plan fails the checker:\n" + sim::FormatViolations(v));
-  CapacityQuery q;
-  q.arch = b.arch;
-  q.q_dtype = b.q_dtype;
-  q.kv_dtype = b.kv_dtype;
-  q.num_heads = b.num_heads;
-  q.max_batch = b.num_requests();
-  q.max_qlen = b.max_qlen();
-  q.num_cu = plan->num_cu;
-  q.cp_round_robin = b.cp_round_robin;
-  q.lse = d.options.lse;
-  absl::StatusOr<PlanCapacity> cap = ComputePlanCapacity(q);
+  absl::StatusOr<PlanCapacity> cap =
+      ComputePlanCapacity(CapacityQueryOf(b, plan->num_cu, d.options.lse));
   if (!cap.ok()) Fail("no capacity for a planned batch: " + cap.status().ToString());
   if (static_cast<int64_t>(plan->work_info.size()) > cap->work_info ||
       static_cast<int64_t>(plan->reduce_partial_map.size()) > cap->reduce_partial_map ||

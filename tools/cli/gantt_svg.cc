@@ -11,7 +11,10 @@ namespace mlaps::cli {
 std::string RenderGanttSvg(const Batch& batch, const WorkPlan& plan, const sim::CostParams& cost,
                            const std::string& title) {
   const sim::CostReport report = sim::EvaluatePlan(batch, plan, cost);
-  const double row_h = plan.num_cu > 160 ? 4 : 8, left = 60, top = 40, width = 900;
+  const double row_h = std::clamp(600.0 / std::max(1, plan.num_cu), 3.0, 22.0);
+  const double left = 60, top = 40, width = 900;
+  // Label every k-th CU so that labels (11 px) do not overlap.
+  const int label_every = static_cast<int>(std::ceil(13.0 / row_h));
   const double scale = width / std::max({report.makespan, report.lower_bound, 1.0});
   const double height = top + row_h * plan.num_cu + 40;
   const int fold = std::max(1, plan.head_fold);
@@ -26,8 +29,8 @@ std::string RenderGanttSvg(const Batch& batch, const WorkPlan& plan, const sim::
   std::vector<double> x(plan.num_cu, 0.0);
   for (int c = 0; c < plan.num_cu; ++c) {
     const double y = top + c * row_h;
-    if (c % std::max(1, plan.num_cu / 16) == 0) {
-      absl::StrAppendFormat(&svg, "<text x=\"2\" y=\"%.1f\">cu %d</text>\n", y + row_h, c);
+    if (c % label_every == 0) {
+      absl::StrAppendFormat(&svg, "<text x=\"2\" y=\"%.1f\">cu %d</text>\n", y + row_h * 0.8, c);
     }
     for (int i = plan.work_indptr[c]; i < plan.work_indptr[c + 1]; ++i) {
       const WorkInfo& w = plan.work_info[i];

@@ -18,8 +18,9 @@
 // the Q tile and a cp.async ring of 32-token kv blocks (3 bf16 / 5 fp8 slots) in shared
 // memory (mla_decode_device.h; measurements in mla_decode_notes.md). On AMD
 // (gfx90a / gfx940) a generic scalar path (one wavefront per q row, fp32 FMAs) computes
-// the same function; it is a portability path, not tuned. CP round-robin masking is not
-// implemented yet (kMlaMaskCpRoundRobin is refused at launch).
+// the same function; it is a portability path, not tuned. CP round-robin (one rank's shard,
+// kMlaMaskCpRoundRobin) masks by global positions; there is no fp32-out mode, so a rank's
+// final O is bf16 like every final O (widen it for kernels/lse_merge.h).
 //
 // Plain C++ (no GPU headers): usable from .cc files. Launches take the stream as void*
 // (hipStream_t / cudaStream_t) and return a hipError_t value as int.
@@ -45,7 +46,12 @@ enum MlaMask : int32_t {
   // Every kv token of the item: sparse per-token batches (kv_indices are the gathered
   // slots, page_size 1) and non-causal batches.
   kMlaMaskNone = 1,
-  // CP round-robin (global positions): not implemented yet; refused at launch.
+  // CP round-robin, causal by global positions (DESIGN.md "CP round-robin"): the batch is
+  // rank cp_rank's shard (metadata/cp_shard.h) and request-local kv token j is global
+  // position g = (j / I) * I * W + cp_rank * I + j % I; token i of request b sees j iff
+  // g < cp_global_kv_len[b] - qlen_b + i + 1 (no local trim; kv_offset is ignored). g grows
+  // with j, so what a token sees is still a prefix of the local tokens. A token that sees
+  // none of the rank's tokens gets O = 0, LSE = -inf.
   kMlaMaskCpRoundRobin = 2,
 };
 
@@ -117,6 +123,12 @@ struct MlaDecodeParams {
   float sm_scale = 1.0f / 24.0f;  // logits = q.k * sm_scale * q_scale * kv_scale
   float q_scale = 1.0f;           // per-tensor descales (1 for bf16)
   float kv_scale = 1.0f;          // O = softmax . V * kv_scale
+  // ---- CP round-robin (read only when mask == kMlaMaskCpRoundRobin) --------------------
+  int cp_world_size = 1;  // W >= 1: ranks the KV is interleaved over
+  int cp_interleave = 1;  // I, a power of two: consecutive global positions per run (1: token)
+  int cp_rank = 0;        // this rank, in [0, W)
+  const int32_t* cp_global_kv_len = nullptr;  // [num_requests] each request's GLOBAL kv length
+                                              // (all ranks' tokens); required for CP
   // ---- The plan (device memory) and its variant (host values, from the plan) -----------
   const int32_t* work_indptr = nullptr;  // [num_cu + 1]
   const int32_t* work_info = nullptr;    // [work_info_capacity][8] int32 (WorkInfo rows)

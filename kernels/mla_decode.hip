@@ -60,10 +60,17 @@ const char* MlaDecodeParamsError(const MlaDecodeParams& p) {
     return "page_size must be a power of two in [1, 4096]";
   }
   if (p.dtype != kMlaBf16 && p.dtype != kMlaFp8E4m3fn) return "dtype must be bf16 or fp8 e4m3fn";
-  if (p.mask == kMlaMaskCpRoundRobin) {
-    return "CP round-robin masking is not implemented yet in the decode kernel";
+  if (p.mask != kMlaMaskCausal && p.mask != kMlaMaskNone && p.mask != kMlaMaskCpRoundRobin) {
+    return "unknown mask";
   }
-  if (p.mask != kMlaMaskCausal && p.mask != kMlaMaskNone) return "unknown mask";
+  if (p.cp_world_size < 1) return "cp_world_size must be >= 1";
+  if (p.cp_interleave < 1 || (p.cp_interleave & (p.cp_interleave - 1)) != 0) {
+    return "cp_interleave must be a power of two";
+  }
+  if (p.cp_rank < 0 || p.cp_rank >= p.cp_world_size) return "cp_rank must be in [0, cp_world_size)";
+  if (p.mask == kMlaMaskCpRoundRobin && p.cp_global_kv_len == nullptr) {
+    return "cp_global_kv_len is required for CP round-robin";
+  }
   if (!(p.sm_scale > 0.0f) || !(p.q_scale > 0.0f) || !(p.kv_scale > 0.0f)) {
     return "sm_scale, q_scale and kv_scale must be > 0";
   }

@@ -143,14 +143,31 @@ struct Item {
   int64_t q_row0;      // Q / O row (global q token) of the first token
   int64_t kv_base;     // kv_indptr[b]: request b's first entry of kv_indices
   int64_t begin, end;  // request-local kv tokens [begin, end) the item reads
-  int64_t mask_len;    // end + kv_offset: the request length the causal mask uses
+  int64_t mask_len;    // the request length the causal mask uses: end + kv_offset
+                       // (CP: cp_global_kv_len[b], the global length)
   int64_t e_lim;       // exclusive end of what any of its tokens sees (<= end)
   int partial;         // partial_qo_loc (-1: final)
   int log2_page;       // log2(page_size)
 };
 
+// CP round-robin: the number of this rank's local kv tokens j whose global position
+// g(j) = (j / I) * I * W + rank * I + j % I is < `limit`. g is increasing in j, so they are
+// exactly the local tokens [0, count): g(j) < limit <=> j < count.
+__device__ __forceinline__ int64_t CpVisibleCount(const MlaDecodeParams& p, int64_t limit) {
+  if (limit <= 0) return 0;
+  const int64_t run = p.cp_interleave, period = run * p.cp_world_size;
+  const int64_t cycles = limit / period;
+  int64_t rem = limit - cycles * period - int64_t{p.cp_rank} * run;  // into this rank's run
+  rem = rem < 0 ? 0 : rem > run ? run : rem;
+  return cycles * run + rem;
+}
+
 // Exclusive end of the kv tokens request-local token `i` sees (<= it.end).
 __device__ __forceinline__ int64_t VisibleEnd(const MlaDecodeParams& p, const Item& it, int i) {
+  if (p.mask == kMlaMaskCpRoundRobin) {
+    const int64_t e = CpVisibleCount(p, it.mask_len - it.qlen + i + 1);
+    return e < it.end ? e : it.end;
+  }
   if (p.mask != kMlaMaskCausal) return it.end;
   int64_t e = it.mask_len - it.qlen + i + 1;
   e = e < 0 ? 0 : e;
@@ -201,7 +218,8 @@ __device__ inline int DecodeItem(const MlaDecodeParams& p, const int32_t (&info)
   const int64_t begin = (ks - kv0) * p.page_size, end = (ke - kv0) * p.page_size;
   it->begin = begin < kv_len ? begin : kv_len;
   it->end = end < kv_len ? end : kv_len;
-  it->mask_len = it->end + info[6];
+  it->mask_len =
+      p.mask == kMlaMaskCpRoundRobin ? int64_t{p.cp_global_kv_len[it->b]} : it->end + info[6];
   it->kv_base = kv0;
   it->partial = info[1];
   *value = it->partial;

@@ -7,11 +7,13 @@
 // million times slower than the GPU.
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "metadata/batch.h"
+#include "metadata/cp_shard.h"
 #include "metadata/planner.h"
 #include "metadata/work_plan.h"
 #include "sim/decode_case.h"
@@ -64,13 +66,13 @@ float PoisonFloat() {
 // plan's device copy (status tests).
 EmuResult RunEmulated(const sim::DecodeCase& c, const WorkPlan& plan, int warps,
                       void (*mutate)(std::vector<int32_t>& batch_words, const BatchArena&,
-                                     std::vector<int32_t>& plan_words,
-                                     const PlanArena&) = nullptr) {
+                                     std::vector<int32_t>& plan_words, const PlanArena&) = nullptr,
+                      const testing::CpRank* cp = nullptr) {
   const Batch& batch = c.batch;
   const bool fp8 = batch.q_dtype == DType::kFp8;
   std::vector<uint8_t> q = testing::ToDeviceBytes(c.q, batch.q_dtype);
   std::vector<uint8_t> kv = testing::ToDeviceBytes(c.kv_cache, batch.kv_dtype);
-  BatchArena ba = testing::PackBatch(batch, c.kv_indices);
+  BatchArena ba = testing::PackBatch(batch, c.kv_indices, cp);
   PlanArena pa = testing::PackPlan(plan);
   if (mutate != nullptr) mutate(ba.words, ba, pa.words, pa);
   const int64_t partial_rows = testing::PartialRowsFor(plan);
@@ -222,6 +224,119 @@ TEST(MlaDecodeEmuTest, LongItemsWrapTheCopyRing) {
   CheckCase(sim::MakeDecodeCase(bf16, 9), Plan(bf16, 1), "bf16 H64 q1 ctx330 cu1");
   const Batch fp8 = MakeUniformBatch(Arch::kSm90, DType::kFp8, 16, 1, 4, 400, 16);
   CheckCase(sim::MakeDecodeCase(fp8, 10, 0.5, 2.0), Plan(fp8, 1), "fp8 H16 q4 ctx400 cu1");
+}
+
+// CP round-robin: every rank of W in {2, 3}, I in {1, 16 (page 64)} runs its shard
+// (MakeCpShardView: the global cache viewed as sub-pages of I tokens) on the emulated
+// kernels, against the executor and the fp64 reference on the same view with the CP hook
+// (global-position mask), under the dtype's gates; the trace against the plan's. The first
+// request is shorter than W, so some ranks hold none of its tokens, and the short ones
+// leave tokens that see none of a rank's tokens: O = 0, LSE = -inf there.
+struct CpCase {
+  DType dtype;
+  int heads, qlen;
+  std::vector<int> kv_lens;
+  double q_scale, kv_scale;
+};
+
+void CheckCpRanks(const CpCase& k, int world, int interleave, int warps, uint64_t seed) {
+  const int page = interleave == 1 ? 16 : 64;
+  const Batch global = MakeVarlenBatch(Arch::kSm90, k.dtype, k.heads, k.kv_lens, k.qlen, page);
+  const sim::DecodeCase gc = sim::MakeDecodeCase(global, seed, k.q_scale, k.kv_scale);
+  const CpSharding s{world, interleave};
+  int64_t tokens = 0, empty_rows = 0;
+  for (int rank = 0; rank < world; ++rank) {
+    const std::string name = std::string(DTypeName(k.dtype)) + " H" + std::to_string(k.heads) +
+                             " q" + std::to_string(k.qlen) + " W" + std::to_string(world) + " I" +
+                             std::to_string(interleave) + " rank " + std::to_string(rank) + " (" +
+                             std::to_string(warps) + " warps)";
+    SCOPED_TRACE(name);
+    absl::StatusOr<CpShardView> view = MakeCpShardView(global, gc.kv_indices, s, rank);
+    ASSERT_TRUE(view.ok()) << view.status();
+    ASSERT_TRUE(view->batch.cp_round_robin);
+    tokens += view->batch.kv_indptr.back() > 0 ? view->batch.kv_len(0) : 0;
+    const sim::DecodeCase c = testing::MakeCpRankCase(gc, *view);
+    const testing::CpRank cp = testing::MakeCpRank(*view, s, rank);
+    const WorkPlan plan = Plan(view->batch, 3);
+    ASSERT_NE(plan.variant.find("cprr"), std::string::npos) << plan.variant;
+    ASSERT_TRUE(sim::CheckPlan(c.batch, plan).empty());
+    const EmuResult got = RunEmulated(c, plan, warps, nullptr, &cp);
+    ASSERT_EQ(got.error, "");
+    EXPECT_EQ(got.status.code, kMlaOk)
+        << "index " << got.status.index << " value " << got.status.value;
+    sim::CpGlobalPositions hook;
+    hook.global_position = [&](int, int64_t j) { return CpGlobalPosition(rank, j, s); };
+    hook.global_kv_len = view->global_kv_len;
+    sim::DecodeInputs inputs = c.Inputs();
+    inputs.cp = &hook;
+    sim::ExecutorOptions options;
+    options.kv_block = mla::kBlockN;  // final O bf16, as the kernel writes it
+    absl::StatusOr<sim::ExecutorOutput> exec = sim::ExecutePlan(c.batch, plan, inputs, options);
+    ASSERT_TRUE(exec.ok()) << exec.status();
+    const sim::Gates gates = sim::GatesFor(k.dtype);
+    absl::StatusOr<sim::Comparison> vs_exec = sim::CompareOutputs(
+        got.o, got.lse, sim::ToDouble(exec->o), sim::ToDouble(exec->lse), gates);
+    ASSERT_TRUE(vs_exec.ok());
+    EXPECT_TRUE(vs_exec->passed) << "vs executor: " << vs_exec->Summary();
+    absl::StatusOr<sim::ReferenceOutput> ref = sim::ReferenceDecode(c.batch, inputs);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    absl::StatusOr<sim::Comparison> vs_ref =
+        sim::CompareOutputs(got.o, got.lse, ref->o, ref->lse, gates);
+    ASSERT_TRUE(vs_ref.ok());
+    EXPECT_TRUE(vs_ref->passed) << "vs reference: " << vs_ref->Summary();
+    absl::StatusOr<sim::Trace> want = sim::TraceOfPlan(plan);
+    ASSERT_TRUE(want.ok());
+    EXPECT_EQ(sim::FormatTrace(got.trace), sim::FormatTrace(*want));
+    // Rows that see none of this rank's tokens (the reference's -inf rows, and every row of a
+    // request the rank holds nothing of) are exactly O = 0, LSE = -inf.
+    const float inf = std::numeric_limits<float>::infinity();
+    int64_t rank_empty = 0;
+    for (int64_t row = 0; row < static_cast<int64_t>(got.lse.size()); ++row) {
+      if (ref->lse[row] != -std::numeric_limits<double>::infinity()) {
+        EXPECT_NE(got.lse[row], -inf) << "row " << row;
+        continue;
+      }
+      ++rank_empty;
+      EXPECT_EQ(got.lse[row], -inf) << "row " << row;
+      for (int d = 0; d < kHeadDimV; ++d) {
+        ASSERT_EQ(got.o[row * kHeadDimV + d], 0.0f) << "row " << row << " dim " << d;
+      }
+    }
+    for (int b = 0; b < c.batch.num_requests(); ++b) {
+      if (c.batch.kv_len(b) != 0) continue;
+      for (int64_t t = c.batch.qo_indptr[b]; t < c.batch.qo_indptr[b + 1]; ++t) {
+        for (int h = 0; h < c.batch.num_heads; ++h) {
+          EXPECT_EQ(got.lse[t * c.batch.num_heads + h], -inf) << "request " << b;
+        }
+      }
+    }
+    empty_rows += rank_empty;
+    std::printf("cp %s: %d items, %d split tiles, %lld empty rows; vs executor %s\n", name.c_str(),
+                plan.num_works(), plan.num_reduce_tiles(), static_cast<long long>(rank_empty),
+                vs_exec->Summary().c_str());
+  }
+  EXPECT_EQ(tokens, k.kv_lens[0]);  // the shards partition the first request
+  EXPECT_GT(empty_rows, 0);         // the short request leaves ranks / tokens with nothing
+}
+
+TEST(MlaDecodeEmuTest, CpRoundRobinEveryRank) {
+  const CpCase cases[] = {
+      {DType::kBf16, 16, 2, {2, 75, 40}, 1.0, 1.0},
+      {DType::kFp8, 16, 2, {2, 75, 40}, 0.7, 1.3},
+      {DType::kBf16, 64, 1, {1, 70, 33}, 1.0, 1.0},
+      {DType::kFp8, 64, 1, {1, 70, 33}, 0.8, 1.1},
+  };
+  uint64_t seed = 100;
+  for (const CpCase& k : cases) {
+    for (int world : {2, 3}) {
+      for (int interleave : {1, 16}) {
+        CheckCpRanks(k, world, interleave, 8, ++seed);
+#if MLAPS_MLA_MMA  // the generic path does not depend on the block shape
+        if (k.dtype == DType::kBf16 && world == 3) CheckCpRanks(k, world, interleave, 16, seed);
+#endif
+      }
+    }
+  }
 }
 
 // Bad plans are reported through the status word and never read or write out of bounds

@@ -26,12 +26,14 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/mla_decode.h"
 #include "kernels/platform/hip_runtime.h"
 #include "metadata/batch.h"
+#include "metadata/cp_shard.h"
 #include "metadata/planner.h"
 #include "metadata/sparse_layout.h"
 #include "metadata/work_plan.h"
@@ -271,15 +273,17 @@ class MlaDecodeGpu : public ::testing::Test {
   }
 
   // Runs a host-made case; returns O (floats of the bf16 values) and LSE.
+  // `cp`: the case is that CP round-robin rank's shard (kMlaMaskCpRoundRobin).
   void RunCase(const sim::DecodeCase& c, const WorkPlan& plan, std::vector<float>* o,
-               std::vector<float>* lse, MlaStatus* status, sim::Trace* trace = nullptr) {
+               std::vector<float>* lse, MlaStatus* status, sim::Trace* trace = nullptr,
+               const testing::CpRank* cp = nullptr) {
     const std::vector<uint8_t> q = testing::ToDeviceBytes(c.q, c.batch.q_dtype);
     const std::vector<uint8_t> kv = testing::ToDeviceBytes(c.kv_cache, c.batch.kv_dtype);
     ASSERT_LE(static_cast<int64_t>(q.size()), kQBytes);
     ASSERT_LE(static_cast<int64_t>(kv.size()), kKvBytes);
     ASSERT_HIP_OK(hipMemcpy(q_, q.data(), q.size(), hipMemcpyHostToDevice));
     ASSERT_HIP_OK(hipMemcpy(kv_, kv.data(), kv.size(), hipMemcpyHostToDevice));
-    const BatchArena ba = testing::PackBatch(c.batch, c.kv_indices);
+    const BatchArena ba = testing::PackBatch(c.batch, c.kv_indices, cp);
     const PlanArena pa = testing::PackPlan(plan);
     const int64_t num_pages =
         static_cast<int64_t>(c.kv_cache.size()) / (int64_t{c.batch.page_size} * kHeadDimQk);
@@ -319,25 +323,45 @@ class MlaDecodeGpu : public ::testing::Test {
     std::vector<float> o, lse;
     MlaStatus status{};
     sim::Trace trace;
+    bool is_cp = false;  // a CP round-robin rank: cp describes it
+    testing::CpRank cp;
     absl::StatusOr<sim::ExecutorOutput> exec = absl::UnknownError("not run");
     absl::StatusOr<sim::ReferenceOutput> ref = absl::UnknownError("not run");
   };
+
+  // The case's inputs; for a CP rank with the global-position hook (filled into *hook).
+  static sim::DecodeInputs CaseInputs(const Check& k, sim::CpGlobalPositions* hook) {
+    sim::DecodeInputs inputs = k.c.Inputs();
+    if (k.is_cp) {
+      const CpSharding s{k.cp.world_size, k.cp.interleave};
+      const int rank = k.cp.rank;
+      hook->global_position = [s, rank](int, int64_t j) { return CpGlobalPosition(rank, j, s); };
+      hook->global_kv_len.assign(k.cp.global_kv_len.begin(), k.cp.global_kv_len.end());
+      inputs.cp = hook;
+    }
+    return inputs;
+  }
 
   void CheckAll(std::vector<Check>& checks) {
     for (Check& k : checks) {
       SCOPED_TRACE(k.name);
       ASSERT_TRUE(sim::CheckPlan(k.c.batch, k.plan).empty());
-      RunCase(k.c, k.plan, &k.o, &k.lse, &k.status, &k.trace);
+      RunCase(k.c, k.plan, &k.o, &k.lse, &k.status, &k.trace, k.is_cp ? &k.cp : nullptr);
       if (HasFatalFailure()) return;
     }
     std::vector<std::thread> threads;
     for (Check& k : checks) {
       threads.emplace_back([&k] {
+        sim::CpGlobalPositions hook;
+        sim::DecodeInputs inputs = CaseInputs(k, &hook);
         sim::ExecutorOptions options;
         options.kv_block = 32;
-        (void)(k.exec = sim::ExecutePlan(k.c.batch, k.plan, k.c.Inputs(), options));
+        (void)(k.exec = sim::ExecutePlan(k.c.batch, k.plan, inputs, options));
       });
-      threads.emplace_back([&k] { (void)(k.ref = sim::ReferenceDecode(k.c.batch, k.c.Inputs())); });
+      threads.emplace_back([&k] {
+        sim::CpGlobalPositions hook;
+        (void)(k.ref = sim::ReferenceDecode(k.c.batch, CaseInputs(k, &hook)));
+      });
     }
     for (std::thread& t : threads) t.join();
     for (Check& k : checks) {
@@ -357,6 +381,15 @@ class MlaDecodeGpu : public ::testing::Test {
       absl::StatusOr<sim::Trace> want = sim::TraceOfPlan(k.plan);
       ASSERT_TRUE(want.ok());
       EXPECT_EQ(sim::FormatTrace(k.trace), sim::FormatTrace(*want));
+      if (k.is_cp) {  // rows that see none of the rank's tokens: O = 0, LSE = -inf
+        for (size_t row = 0; row < k.lse.size(); ++row) {
+          if (k.ref->lse[row] != -std::numeric_limits<double>::infinity()) continue;
+          EXPECT_EQ(k.lse[row], -std::numeric_limits<float>::infinity()) << "row " << row;
+          for (int d = 0; d < kHeadDimV; ++d) {
+            ASSERT_EQ(k.o[row * kHeadDimV + d], 0.0f) << "row " << row << " dim " << d;
+          }
+        }
+      }
       std::printf(
           "  %-42s items %4d splits %3d | vs exec cos %.2e max_abs %.2e | vs ref cos "
           "%.2e lse %.2e\n",
@@ -430,6 +463,54 @@ TEST_F(MlaDecodeGpu, MatchesExecutorOnSmallAndMediumBatches) {
     std::snprintf(name, sizeof(name), "%s H%d q%d B%d ctx%d p%d cu%d%s", fp8 ? "fp8" : "bf16",
                   e.heads, e.qlen, e.batch, e.ctx, e.page, e.num_cu, e.varlen ? " varlen" : "");
     AddCheck(&checks, c, Plan(batch, e.num_cu), name);
+  }
+  CheckAll(checks);
+}
+
+// CP round-robin: every rank of W in {2, 3, 4}, I in {1, 16 (page 64)} runs its shard (the
+// global cache viewed as sub-pages of I tokens) against the executor and the fp64 reference
+// with the global-position hook; a short first request leaves ranks and tokens with no
+// visible kv (O = 0, LSE = -inf).
+TEST_F(MlaDecodeGpu, CpRoundRobinEveryRank) {
+  struct CpGpuCase {
+    DType dtype;
+    int heads, qlen;
+    std::vector<int> kv_lens;
+  };
+  const CpGpuCase cases[] = {
+      {DType::kBf16, 16, 2, {2, 900, 333}},  {DType::kFp8, 16, 2, {2, 700, 1200}},
+      {DType::kBf16, 64, 1, {1, 1000, 257}}, {DType::kFp8, 64, 1, {1, 555, 2000}},
+      {DType::kFp8, 16, 4, {4, 1500, 64}},   {DType::kBf16, 128, 2, {3, 800, 100}},
+  };
+  std::vector<Check> checks;
+  uint64_t seed = 300;
+  for (const CpGpuCase& e : cases) {
+    for (int world : {2, 3, 4}) {
+      for (int interleave : {1, 16}) {
+        const int page = interleave == 1 ? 16 : 64;
+        const Batch global =
+            MakeVarlenBatch(Arch::kSm90, e.dtype, e.heads, e.kv_lens, e.qlen, page);
+        const bool fp8 = e.dtype == DType::kFp8;
+        const sim::DecodeCase gc =
+            sim::MakeDecodeCase(global, ++seed, fp8 ? 0.7 : 1.0, fp8 ? 1.3 : 1.0);
+        const CpSharding s{world, interleave};
+        for (int rank = 0; rank < world; ++rank) {
+          absl::StatusOr<CpShardView> view = MakeCpShardView(global, gc.kv_indices, s, rank);
+          ASSERT_TRUE(view.ok()) << view.status();
+          WorkPlan plan = Plan(view->batch, 0);
+          ASSERT_NE(plan.variant.find("cprr"), std::string::npos) << plan.variant;
+          Check k;
+          k.c = testing::MakeCpRankCase(gc, *view);
+          k.plan = std::move(plan);
+          k.name = "cp " + std::string(DTypeName(e.dtype)) + " H" + std::to_string(e.heads) + " q" +
+                   std::to_string(e.qlen) + " W" + std::to_string(world) + " I" +
+                   std::to_string(interleave) + " r" + std::to_string(rank);
+          k.is_cp = true;
+          k.cp = testing::MakeCpRank(*view, s, rank);
+          checks.push_back(std::move(k));
+        }
+      }
+    }
   }
   CheckAll(checks);
 }
@@ -867,6 +948,34 @@ TEST(MlaDecodeApi, RefusesBadParams) {
   MlaDecodeParams p;
   EXPECT_NE(MlaDecodeParamsError(p), nullptr);
   EXPECT_EQ(LaunchMlaDecode(p, nullptr), static_cast<int>(hipErrorInvalidValue));
+  // CP round-robin fields (checked only, never launched).
+  alignas(16) static int32_t words[64] = {};
+  MlaDecodeParams v;
+  v.q = v.kv_cache = words;
+  v.kv_indices = v.qo_indptr = v.kv_indptr = v.kv_last_page_lens = words;
+  v.work_indptr = v.work_info = words;
+  v.o = reinterpret_cast<uint16_t*>(words);
+  v.lse = reinterpret_cast<float*>(words);
+  v.status = reinterpret_cast<MlaStatus*>(words);
+  v.num_requests = 1;
+  v.num_cu = 1;
+  ASSERT_EQ(MlaDecodeParamsError(v), nullptr) << MlaDecodeParamsError(v);
+  v.mask = kMlaMaskCpRoundRobin;
+  EXPECT_NE(MlaDecodeParamsError(v), nullptr);  // no cp_global_kv_len
+  v.cp_global_kv_len = words;
+  v.cp_world_size = 3;
+  v.cp_interleave = 16;
+  v.cp_rank = 2;
+  EXPECT_EQ(MlaDecodeParamsError(v), nullptr) << MlaDecodeParamsError(v);
+  const std::tuple<int, int, int> bad_cp[] = {
+      {0, 1, 0}, {3, 3, 0}, {3, 0, 0}, {3, 16, 3}, {3, 16, -1}};
+  for (auto [w, i, r] : bad_cp) {
+    MlaDecodeParams bad = v;
+    bad.cp_world_size = w;
+    bad.cp_interleave = i;
+    bad.cp_rank = r;
+    EXPECT_NE(MlaDecodeParamsError(bad), nullptr) << w << " " << i << " " << r;
+  }
   MlaReduceParams r;
   EXPECT_NE(MlaReduceParamsError(r), nullptr);
   EXPECT_EQ(LaunchMlaReduce(r, nullptr), static_cast<int>(hipErrorInvalidValue));

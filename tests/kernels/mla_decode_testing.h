@@ -13,6 +13,7 @@
 
 #include "kernels/mla_decode.h"
 #include "metadata/batch.h"
+#include "metadata/cp_shard.h"
 #include "metadata/types.h"
 #include "metadata/work_plan.h"
 #include "sim/decode_case.h"
@@ -70,14 +71,47 @@ inline PlanArena PackPlan(const WorkPlan& plan) {
   return a;
 }
 
-// Batch arrays back to back: qo_indptr | kv_indptr | kv_last_page_lens | kv_indices.
+// A CP round-robin rank (kMlaMaskCpRoundRobin): its sharding and the requests' global kv
+// lengths (metadata/cp_shard.h's CpShardView::global_kv_len).
+struct CpRank {
+  int world_size = 1, interleave = 1, rank = 0;
+  std::vector<int32_t> global_kv_len;  // [B]
+};
+
+inline CpRank MakeCpRank(const CpShardView& view, const CpSharding& s, int rank) {
+  CpRank cp;
+  cp.world_size = s.world_size;
+  cp.interleave = s.interleave;
+  cp.rank = rank;
+  cp.global_kv_len.assign(view.global_kv_len.begin(), view.global_kv_len.end());
+  return cp;
+}
+
+// Rank `view`'s case: the global case's Q and KV cache (viewed as the shard's sub-pages of
+// I tokens: the same floats), the shard's batch and sub-page ids.
+inline sim::DecodeCase MakeCpRankCase(const sim::DecodeCase& global, const CpShardView& view) {
+  sim::DecodeCase c;
+  c.batch = view.batch;
+  c.q = global.q;
+  c.kv_cache = global.kv_cache;
+  c.kv_indices = view.kv_indices;
+  c.q_scale = global.q_scale;
+  c.kv_scale = global.kv_scale;
+  return c;
+}
+
+// Batch arrays back to back: qo_indptr | kv_indptr | kv_last_page_lens | kv_indices
+// [| CP global kv lengths].
 struct BatchArena {
   std::vector<int32_t> words;
   int64_t qo_indptr = 0, kv_indptr = 0, last_page_lens = 0, kv_indices = 0;
   int64_t num_kv_indices = 0;
+  int64_t cp_global_kv_len = -1;  // -1: not CP
+  int cp_world_size = 1, cp_interleave = 1, cp_rank = 0;
 };
 
-inline BatchArena PackBatch(const Batch& batch, const std::vector<int32_t>& kv_indices) {
+inline BatchArena PackBatch(const Batch& batch, const std::vector<int32_t>& kv_indices,
+                            const CpRank* cp = nullptr) {
   BatchArena a;
   auto append = [&a](const std::vector<int32_t>& v) {
     const int64_t at = static_cast<int64_t>(a.words.size());
@@ -89,6 +123,12 @@ inline BatchArena PackBatch(const Batch& batch, const std::vector<int32_t>& kv_i
   a.last_page_lens = append(batch.kv_last_page_lens);
   a.kv_indices = append(kv_indices);
   a.num_kv_indices = static_cast<int64_t>(kv_indices.size());
+  if (cp != nullptr) {
+    a.cp_global_kv_len = append(cp->global_kv_len);
+    a.cp_world_size = cp->world_size;
+    a.cp_interleave = cp->interleave;
+    a.cp_rank = cp->rank;
+  }
   return a;
 }
 
@@ -131,6 +171,10 @@ inline MlaDecodeParams DecodeParamsFor(const Batch& batch, const WorkPlan& plan,
   p.page_size = batch.page_size;
   p.dtype = batch.q_dtype == DType::kFp8 ? kMlaFp8E4m3fn : kMlaBf16;
   p.mask = MaskOf(batch);
+  p.cp_world_size = ba.cp_world_size;
+  p.cp_interleave = ba.cp_interleave;
+  p.cp_rank = ba.cp_rank;
+  if (ba.cp_global_kv_len >= 0) p.cp_global_kv_len = d.batch + ba.cp_global_kv_len;
   p.q_scale = static_cast<float>(q_scale);
   p.kv_scale = static_cast<float>(kv_scale);
   p.work_indptr = d.plan + pa.work_indptr;

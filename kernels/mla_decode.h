@@ -5,7 +5,7 @@
 //     work_indptr[c] .. work_indptr[c+1]-1 in order. An item is one qo tile (q tokens
 //     [qo_start, qo_end) of virtual request v = b * head_fold + g, i.e. heads
 //     [g*H/r, (g+1)*H/r) of request b) against the kv pages [kv_start, kv_end) of request b:
-//     fp32 online softmax over kv blocks, then either final bf16 O + fp32 LSE
+//     fp32 online softmax over kv blocks, then either final O (bf16; fp32 with o_fp32) + LSE
 //     (partial_qo_loc == -1) or normalized fp32 partial O + LSE (rows partial_qo_loc + t).
 //     All LSEs are natural log (m + ln(l)).
 //   * Reduce: one entry per split qo tile merges its pieces' partial rows (logsumexp;
@@ -19,8 +19,10 @@
 // memory (mla_decode_device.h; measurements in mla_decode_notes.md). On AMD
 // (gfx90a / gfx940) a generic scalar path (one wavefront per q row, fp32 FMAs) computes
 // the same function; it is a portability path, not tuned. CP round-robin (one rank's shard,
-// kMlaMaskCpRoundRobin) masks by global positions; there is no fp32-out mode, so a rank's
-// final O is bf16 like every final O (widen it for kernels/lse_merge.h).
+// kMlaMaskCpRoundRobin) masks by global positions. Final O is bf16 by default; a CP rank
+// sets o_fp32 instead of o, so its O stays fp32 (the same values before the one rounding)
+// until kernels/lse_merge.h merges the ranks: rounding each rank's O to bf16 first fails
+// DESIGN.md's elementwise gate where ranks cancel (sim::ExecutorOptions::final_o_bf16).
 //
 // Plain C++ (no GPU headers): usable from .cc files. Launches take the stream as void*
 // (hipStream_t / cudaStream_t) and return a hipError_t value as int.
@@ -140,6 +142,9 @@ struct MlaDecodeParams {
                            // (H / r) * tokens_per_tile <= rows_per_tile
   // ---- Outputs ---------------------------------------------------------------------------
   uint16_t* o = nullptr;              // [num_q_tokens, H, 512] bf16 bits (final O)
+  float* o_fp32 = nullptr;            // [num_q_tokens, H, 512] fp32 final O, set instead of o
+                                      // (exactly one of the two): CP ranks, merged before
+                                      // the one bf16 rounding; 16-byte aligned
   float* lse = nullptr;               // [num_q_tokens, H] natural log
   float* partial_o = nullptr;         // [partial_rows_capacity, H / r, 512] fp32, normalized
   float* partial_lse = nullptr;       // [partial_rows_capacity, H / r] fp32, m + ln(l)
@@ -177,7 +182,8 @@ struct MlaReduceParams {
   const float* partial_o = nullptr;  // as MlaDecodeParams
   const float* partial_lse = nullptr;
   int64_t partial_rows_capacity = 0;
-  uint16_t* o = nullptr;  // final O (bf16 bits) and LSE rows of the split tiles
+  uint16_t* o = nullptr;    // final O (bf16 bits) and LSE rows of the split tiles
+  float* o_fp32 = nullptr;  // fp32 final O instead of o (exactly one), as MlaDecodeParams
   float* lse = nullptr;
   MlaStatus* status = nullptr;  // required; shared with the decode launch is fine
 };

@@ -34,7 +34,8 @@ const char* MlaDecodeParamsError(const MlaDecodeParams& p) {
   if (p.work_indptr == nullptr || p.work_info == nullptr) {
     return "work_indptr and work_info are required";
   }
-  if (p.o == nullptr || p.lse == nullptr) return "o and lse are required";
+  if ((p.o == nullptr) == (p.o_fp32 == nullptr)) return "exactly one of o and o_fp32 is required";
+  if (p.lse == nullptr) return "lse is required";
   if (p.status == nullptr) return "status is required";
   if (p.num_requests < 1) return "num_requests must be >= 1";
   if (p.num_q_tokens < 0 || p.num_pages < 0 || p.num_kv_indices < 0 || p.work_info_capacity < 0 ||
@@ -78,10 +79,11 @@ const char* MlaDecodeParamsError(const MlaDecodeParams& p) {
     return "partial_o and partial_lse are required when partial_rows_capacity > 0";
   }
   if ((reinterpret_cast<uintptr_t>(p.q) | reinterpret_cast<uintptr_t>(p.kv_cache) |
-       reinterpret_cast<uintptr_t>(p.o) | reinterpret_cast<uintptr_t>(p.partial_o)) %
+       reinterpret_cast<uintptr_t>(p.o) | reinterpret_cast<uintptr_t>(p.o_fp32) |
+       reinterpret_cast<uintptr_t>(p.partial_o)) %
           16 !=
       0) {
-    return "q, kv_cache, o and partial_o must be 16-byte aligned";
+    return "q, kv_cache, o, o_fp32 and partial_o must be 16-byte aligned";
   }
   if (p.trace != nullptr && p.trace_counts == nullptr) return "trace needs trace_counts";
   if (p.block_threads != 0 && p.block_threads != 256 && p.block_threads != 512) {
@@ -96,9 +98,10 @@ const char* MlaReduceParamsError(const MlaReduceParams& p) {
     return "reduce_indptr, reduce_final_map and reduce_partial_map are required";
   }
   if (p.qo_indptr == nullptr || p.partial_o == nullptr || p.partial_lse == nullptr ||
-      p.o == nullptr || p.lse == nullptr || p.status == nullptr) {
-    return "qo_indptr, partial_o, partial_lse, o, lse and status are required";
+      p.lse == nullptr || p.status == nullptr) {
+    return "qo_indptr, partial_o, partial_lse, lse and status are required";
   }
+  if ((p.o == nullptr) == (p.o_fp32 == nullptr)) return "exactly one of o and o_fp32 is required";
   if (p.num_requests < 1) return "num_requests must be >= 1";
   if (p.num_heads < 1 || p.head_fold < 1 || p.num_heads % p.head_fold != 0) {
     return "head_fold must divide num_heads";
@@ -110,8 +113,11 @@ const char* MlaReduceParamsError(const MlaReduceParams& p) {
   if (p.num_reduce_tiles_device == nullptr && p.num_reduce_tiles > p.reduce_tiles_capacity) {
     return "num_reduce_tiles exceeds reduce_tiles_capacity";
   }
-  if ((reinterpret_cast<uintptr_t>(p.partial_o) | reinterpret_cast<uintptr_t>(p.o)) % 16 != 0) {
-    return "partial_o and o must be 16-byte aligned";
+  if ((reinterpret_cast<uintptr_t>(p.partial_o) | reinterpret_cast<uintptr_t>(p.o) |
+       reinterpret_cast<uintptr_t>(p.o_fp32)) %
+          16 !=
+      0) {
+    return "partial_o, o and o_fp32 must be 16-byte aligned";
   }
   return nullptr;
 }

@@ -791,7 +791,8 @@ __device__ void RunItemMma(const MlaDecodeParams& p, const Item& it, uint8_t* sm
   CpAsyncWait<0>();  // only empty groups can be left; the next item starts clean
 
   // Epilogue: the softmax warps publish m and l; every warp normalizes and stores its
-  // columns (bf16 final O or fp32 partial O), 4 lanes of a row write 16 / 32 bytes.
+  // columns (bf16 or, with o_fp32, fp32 final O; fp32 partial O), 4 lanes of a row write
+  // 16 / 32 bytes.
   if (s_active && kp == 0 && t == 0) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -809,7 +810,14 @@ __device__ void RunItemMma(const MlaDecodeParams& p, const Item& it, uint8_t* sm
         const int row = rg * 16 + g + 8 * h;
         const float lr = row_l[row];
         const float inv = lr > 0.0f ? p.kv_scale / lr : 0.0f;
-        if (it.partial < 0) {
+        if (it.partial < 0 && p.o_fp32 != nullptr) {  // fp32 final O (CP ranks)
+          float* dst = p.o_fp32 + FinalRow(p, it, row) * kDimV + col0 + 2 * t;
+#pragma unroll
+          for (int nt = 0; nt < kNt; ++nt) {
+            *reinterpret_cast<float2*>(dst + nt * 8) =
+                make_float2(o[rg][nt][2 * h] * inv, o[rg][nt][2 * h + 1] * inv);
+          }
+        } else if (it.partial < 0) {
           uint16_t* dst = p.o + FinalRow(p, it, row) * kDimV + col0 + 2 * t;
 #pragma unroll
           for (int nt = 0; nt < kNt; ++nt) {
@@ -889,7 +897,9 @@ __device__ void RunItemGeneric(const MlaDecodeParams& p, const Item& it, int cu)
     for (int k = 0; k < kMaxVPerLane; ++k) {
       const int d = lane + k * warpSize;
       if (d >= kDimV) continue;
-      if (it.partial < 0) {
+      if (it.partial < 0 && p.o_fp32 != nullptr) {  // fp32 final O (CP ranks)
+        p.o_fp32[FinalRow(p, it, row) * kDimV + d] = acc[k] * inv;
+      } else if (it.partial < 0) {
         p.o[FinalRow(p, it, row) * kDimV + d] = FloatToBf16(acc[k] * inv);
       } else {
         p.partial_o[PartialRow(it, row) * kDimV + d] = acc[k] * inv;
@@ -919,7 +929,13 @@ __device__ inline void ClearEmptyRequests(const MlaDecodeParams& p) {
     const int64_t qo0 = p.qo_indptr[b], qo1 = p.qo_indptr[b + 1];
     if (kv1 != kv0 || qo0 < 0 || qo1 < qo0 || qo1 > p.num_q_tokens) continue;
     const int64_t rows = (qo1 - qo0) * p.num_heads, first = qo0 * p.num_heads;
-    for (int64_t x = threadIdx.x; x < rows * kDimV; x += blockDim.x) p.o[first * kDimV + x] = 0;
+    for (int64_t x = threadIdx.x; x < rows * kDimV; x += blockDim.x) {
+      if (p.o_fp32 != nullptr) {
+        p.o_fp32[first * kDimV + x] = 0.0f;
+      } else {
+        p.o[first * kDimV + x] = 0;
+      }
+    }
     for (int64_t x = threadIdx.x; x < rows; x += blockDim.x) p.lse[first + x] = NegInf();
   }
 }
@@ -999,10 +1015,16 @@ __device__ __forceinline__ void MergeRow(const MlaReduceParams& p, const int32_t
       if (IsFiniteF(x)) gmax = MaxF(gmax, x);
     }
   }
-  uint16_t* o = p.o + out_row * kDimV;
+  // Exactly one of o / o32 is set: bf16 final O (default) or fp32 final O (CP ranks).
+  uint16_t* o = p.o != nullptr ? p.o + out_row * kDimV : nullptr;
+  float* o32 = p.o_fp32 != nullptr ? p.o_fp32 + out_row * kDimV : nullptr;
   if (gmax == NegInf()) {
     for (int c = threadIdx.x * 4; c < kDimV; c += blockDim.x * 4) {
-      *reinterpret_cast<uint2*>(o + c) = make_uint2(0, 0);
+      if (o32 != nullptr) {
+        *reinterpret_cast<float4*>(o32 + c) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      } else {
+        *reinterpret_cast<uint2*>(o + c) = make_uint2(0, 0);
+      }
     }
     if (threadIdx.x == 0) p.lse[out_row] = NegInf();
     return;
@@ -1053,6 +1075,10 @@ __device__ __forceinline__ void MergeRow(const MlaReduceParams& p, const int32_t
         acc.z += wgt * v.z;
         acc.w += wgt * v.w;
       }
+    }
+    if (o32 != nullptr) {
+      *reinterpret_cast<float4*>(o32 + c) = acc;
+      continue;
     }
     const uint32_t lo = static_cast<uint32_t>(FloatToBf16(acc.x)) |
                         (static_cast<uint32_t>(FloatToBf16(acc.y)) << 16);

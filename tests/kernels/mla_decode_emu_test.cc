@@ -16,8 +16,10 @@
 #include "metadata/cp_shard.h"
 #include "metadata/planner.h"
 #include "metadata/work_plan.h"
+#include "sim/cp_merge.h"
 #include "sim/decode_case.h"
 #include "sim/executor.h"
+#include "sim/numerics.h"
 #include "sim/plan_checker.h"
 #include "sim/reference.h"
 #include "sim/trace.h"
@@ -50,7 +52,7 @@ WorkPlan Plan(const Batch& batch, int num_cu, int fixed_overhead = 1) {
 }
 
 struct EmuResult {
-  std::vector<float> o, lse;
+  std::vector<float> o, lse;  // O: bf16 values, or fp32 with o_fp32
   MlaStatus status{};
   sim::Trace trace;
   std::string error;
@@ -63,11 +65,11 @@ float PoisonFloat() {
 }
 
 // Runs decode (+ reduce) for `c` under `plan` in the emulation; `mutate` may break the
-// plan's device copy (status tests).
+// plan's device copy (status tests). o_fp32: final O written as fp32 (MlaDecodeParams::o_fp32).
 EmuResult RunEmulated(const sim::DecodeCase& c, const WorkPlan& plan, int warps,
                       void (*mutate)(std::vector<int32_t>& batch_words, const BatchArena&,
                                      std::vector<int32_t>& plan_words, const PlanArena&) = nullptr,
-                      const testing::CpRank* cp = nullptr) {
+                      const testing::CpRank* cp = nullptr, bool o_fp32 = false) {
   const Batch& batch = c.batch;
   const bool fp8 = batch.q_dtype == DType::kFp8;
   std::vector<uint8_t> q = testing::ToDeviceBytes(c.q, batch.q_dtype);
@@ -78,7 +80,8 @@ EmuResult RunEmulated(const sim::DecodeCase& c, const WorkPlan& plan, int warps,
   const int64_t partial_rows = testing::PartialRowsFor(plan);
   const int64_t hg = batch.num_heads / plan.head_fold;
   const int64_t total_q = batch.total_q_tokens();
-  std::vector<uint16_t> o(total_q * batch.num_heads * kHeadDimV, kPoisonBf16);
+  std::vector<uint16_t> o(o_fp32 ? 0 : total_q * batch.num_heads * kHeadDimV, kPoisonBf16);
+  std::vector<float> o32(o_fp32 ? total_q * batch.num_heads * kHeadDimV : 0, PoisonFloat());
   std::vector<float> lse(total_q * batch.num_heads, PoisonFloat());
   std::vector<float> partial_o(partial_rows * hg * kHeadDimV, PoisonFloat());
   std::vector<float> partial_lse(partial_rows * hg, PoisonFloat());
@@ -90,7 +93,8 @@ EmuResult RunEmulated(const sim::DecodeCase& c, const WorkPlan& plan, int warps,
   d.kv = kv.data();
   d.batch = ba.words.data();
   d.plan = pa.words.data();
-  d.o = o.data();
+  d.o = o_fp32 ? nullptr : o.data();
+  d.o_fp32 = o_fp32 ? o32.data() : nullptr;
   d.lse = lse.data();
   d.partial_o = partial_o.data();
   d.partial_lse = partial_lse.data();
@@ -120,7 +124,7 @@ EmuResult RunEmulated(const sim::DecodeCase& c, const WorkPlan& plan, int warps,
     r.error = mlaps_emu::Launch(dim3(rp.reduce_tiles_capacity, mla::kReduceRowSplit),
                                 dim3(mla::kReduceThreads), 0, [&] { mla::MlaReduceKernel(rp); });
   }
-  r.o = testing::Bf16ToFloats(o);
+  r.o = o_fp32 ? o32 : testing::Bf16ToFloats(o);
   r.lse = lse;
   r.status = status;
   r.trace = testing::TraceFromKernel(plan, trace, counts);
@@ -228,10 +232,13 @@ TEST(MlaDecodeEmuTest, LongItemsWrapTheCopyRing) {
 
 // CP round-robin: every rank of W in {2, 3}, I in {1, 16 (page 64)} runs its shard
 // (MakeCpShardView: the global cache viewed as sub-pages of I tokens) on the emulated
-// kernels, against the executor and the fp64 reference on the same view with the CP hook
-// (global-position mask), under the dtype's gates; the trace against the plan's. The first
-// request is shorter than W, so some ranks hold none of its tokens, and the short ones
-// leave tokens that see none of a rank's tokens: O = 0, LSE = -inf there.
+// kernels with fp32 final O (MlaDecodeParams::o_fp32), against the executor with
+// final_o_bf16 = false and the fp64 reference on the same view with the CP hook
+// (global-position mask), under the dtype's gates; the trace against the plan's. Then the
+// ranks' fp32 O / LSE are merged (sim::MergeCpRanks), rounded to bf16 once and compared with
+// the unsharded fp64 reference (as tests/sim/cp_test.cc does with the executor): no element
+// may fail. The first request is shorter than W, so some ranks hold none of its tokens, and
+// the short ones leave tokens that see none of a rank's tokens: O = 0, LSE = -inf there.
 struct CpCase {
   DType dtype;
   int heads, qlen;
@@ -244,6 +251,8 @@ void CheckCpRanks(const CpCase& k, int world, int interleave, int warps, uint64_
   const Batch global = MakeVarlenBatch(Arch::kSm90, k.dtype, k.heads, k.kv_lens, k.qlen, page);
   const sim::DecodeCase gc = sim::MakeDecodeCase(global, seed, k.q_scale, k.kv_scale);
   const CpSharding s{world, interleave};
+  const int64_t rows = global.total_q_tokens() * global.num_heads;
+  std::vector<std::vector<float>> rank_o(world), rank_lse(world);
   int64_t tokens = 0, empty_rows = 0;
   for (int rank = 0; rank < world; ++rank) {
     const std::string name = std::string(DTypeName(k.dtype)) + " H" + std::to_string(k.heads) +
@@ -260,7 +269,7 @@ void CheckCpRanks(const CpCase& k, int world, int interleave, int warps, uint64_
     const WorkPlan plan = Plan(view->batch, 3);
     ASSERT_NE(plan.variant.find("cprr"), std::string::npos) << plan.variant;
     ASSERT_TRUE(sim::CheckPlan(c.batch, plan).empty());
-    const EmuResult got = RunEmulated(c, plan, warps, nullptr, &cp);
+    const EmuResult got = RunEmulated(c, plan, warps, nullptr, &cp, /*o_fp32=*/true);
     ASSERT_EQ(got.error, "");
     EXPECT_EQ(got.status.code, kMlaOk)
         << "index " << got.status.index << " value " << got.status.value;
@@ -270,7 +279,8 @@ void CheckCpRanks(const CpCase& k, int world, int interleave, int warps, uint64_
     sim::DecodeInputs inputs = c.Inputs();
     inputs.cp = &hook;
     sim::ExecutorOptions options;
-    options.kv_block = mla::kBlockN;  // final O bf16, as the kernel writes it
+    options.kv_block = mla::kBlockN;
+    options.final_o_bf16 = false;  // fp32 final O, as the kernel writes it with o_fp32
     absl::StatusOr<sim::ExecutorOutput> exec = sim::ExecutePlan(c.batch, plan, inputs, options);
     ASSERT_TRUE(exec.ok()) << exec.status();
     const sim::Gates gates = sim::GatesFor(k.dtype);
@@ -314,9 +324,46 @@ void CheckCpRanks(const CpCase& k, int world, int interleave, int warps, uint64_
     std::printf("cp %s: %d items, %d split tiles, %lld empty rows; vs executor %s\n", name.c_str(),
                 plan.num_works(), plan.num_reduce_tiles(), static_cast<long long>(rank_empty),
                 vs_exec->Summary().c_str());
+    // The default bf16 final O of the same rank is the fp32 O rounded once (same arithmetic
+    // up to the store), and the LSE is the same.
+    const EmuResult bf16 = RunEmulated(c, plan, warps, nullptr, &cp);
+    ASSERT_EQ(bf16.error, "");
+    EXPECT_EQ(bf16.status.code, kMlaOk);
+    ASSERT_EQ(bf16.o.size(), got.o.size());
+    int64_t rounding_mismatches = 0;
+    for (size_t i = 0; i < got.o.size(); ++i) {
+      rounding_mismatches += sim::RoundToBf16(got.o[i]) != bf16.o[i];
+    }
+    EXPECT_EQ(rounding_mismatches, 0);
+    EXPECT_EQ(bf16.lse, got.lse);
+    ASSERT_EQ(static_cast<int64_t>(got.o.size()), rows * kHeadDimV);
+    ASSERT_EQ(static_cast<int64_t>(got.lse.size()), rows);
+    rank_o[rank] = got.o;
+    rank_lse[rank] = got.lse;
   }
   EXPECT_EQ(tokens, k.kv_lens[0]);  // the shards partition the first request
   EXPECT_GT(empty_rows, 0);         // the short request leaves ranks / tokens with nothing
+  // The ranks merged in fp32, rounded to bf16 once, against the unsharded reference.
+  const std::string name = std::string(DTypeName(k.dtype)) + " H" + std::to_string(k.heads) + " q" +
+                           std::to_string(k.qlen) + " W" + std::to_string(world) + " I" +
+                           std::to_string(interleave) + " merged (" + std::to_string(warps) +
+                           " warps)";
+  SCOPED_TRACE(name);
+  std::vector<absl::Span<const float>> os(rank_o.begin(), rank_o.end());
+  std::vector<absl::Span<const float>> ls(rank_lse.begin(), rank_lse.end());
+  std::vector<float> merged_o(rows * kHeadDimV), merged_lse(rows);
+  ASSERT_TRUE(sim::MergeCpRanks(os, ls, rows, kHeadDimV, absl::MakeSpan(merged_o),
+                                absl::MakeSpan(merged_lse))
+                  .ok());
+  for (float& x : merged_o) x = sim::RoundToBf16(x);  // the decode output's one rounding
+  absl::StatusOr<sim::ReferenceOutput> ref = sim::ReferenceDecode(global, gc.Inputs());
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  absl::StatusOr<sim::Comparison> merged =
+      sim::CompareOutputs(merged_o, merged_lse, ref->o, ref->lse, sim::GatesFor(k.dtype));
+  ASSERT_TRUE(merged.ok());
+  EXPECT_TRUE(merged->passed) << "merged vs unsharded reference: " << merged->Summary();
+  EXPECT_EQ(merged->num_failing, 0) << merged->Summary();
+  std::printf("cp %s vs unsharded reference: %s\n", name.c_str(), merged->Summary().c_str());
 }
 
 TEST(MlaDecodeEmuTest, CpRoundRobinEveryRank) {

@@ -37,6 +37,7 @@
 #include "metadata/planner.h"
 #include "metadata/sparse_layout.h"
 #include "metadata/work_plan.h"
+#include "sim/cp_merge.h"
 #include "sim/decode_case.h"
 #include "sim/executor.h"
 #include "sim/numerics.h"
@@ -220,13 +221,15 @@ class MlaDecodeGpu : public ::testing::Test {
     if (stream_ != nullptr) EXPECT_EQ(hipStreamDestroy(stream_), hipSuccess);
   }
 
-  DecodePointers Pointers(bool with_trace) const {
+  // o_fp32: final O as fp32 (MlaDecodeParams::o_fp32) in the same buffer.
+  DecodePointers Pointers(bool with_trace, bool o_fp32 = false) const {
     DecodePointers d;
     d.q = q_;
     d.kv = kv_;
     d.batch = batch_words_;
     d.plan = plan_words_;
-    d.o = o_;
+    d.o = o_fp32 ? nullptr : o_;
+    d.o_fp32 = o_fp32 ? reinterpret_cast<float*>(o_) : nullptr;
     d.lse = lse_;
     d.partial_o = partial_o_;
     d.partial_lse = partial_lse_;
@@ -237,10 +240,10 @@ class MlaDecodeGpu : public ::testing::Test {
   }
 
   // Uploads the batch and plan arenas, poisons the outputs, launches decode + reduce and
-  // waits. The caller has Q and the KV cache in place.
+  // waits. The caller has Q and the KV cache in place. o_fp32: final O as fp32.
   void Launch(const Batch& batch, const WorkPlan& plan, const BatchArena& ba, const PlanArena& pa,
               int64_t num_pages, double q_scale, double kv_scale, bool with_trace,
-              MlaStatus* status) {
+              MlaStatus* status, bool o_fp32 = false) {
     ASSERT_LE(static_cast<int64_t>(ba.words.size()), kWords);
     ASSERT_LE(static_cast<int64_t>(pa.words.size()), kWords);
     ASSERT_HIP_OK(hipMemcpyAsync(batch_words_, ba.words.data(), ba.words.size() * 4,
@@ -251,14 +254,15 @@ class MlaDecodeGpu : public ::testing::Test {
     const int64_t partial_rows =
         partial_rows_override_ >= 0 ? partial_rows_override_ : testing::PartialRowsFor(plan);
     const int64_t hg = batch.num_heads / plan.head_fold;
-    ASSERT_LE(rows * kHeadDimV * 2, kOBytes);
+    const int64_t o_bytes = rows * kHeadDimV * (o_fp32 ? 4 : 2);
+    ASSERT_LE(o_bytes, kOBytes);
     ASSERT_LE(partial_rows * hg * kHeadDimV * 4, kPartialBytes);
-    ASSERT_HIP_OK(hipMemsetAsync(o_, 0xff, rows * kHeadDimV * 2, stream_));
+    ASSERT_HIP_OK(hipMemsetAsync(o_, 0xff, o_bytes, stream_));
     ASSERT_HIP_OK(hipMemsetAsync(lse_, 0xff, rows * 4, stream_));
     ASSERT_HIP_OK(hipMemsetAsync(partial_o_, 0xff, partial_rows * hg * kHeadDimV * 4, stream_));
     ASSERT_HIP_OK(hipMemsetAsync(partial_lse_, 0xff, partial_rows * hg * 4, stream_));
     ASSERT_HIP_OK(hipMemsetAsync(status_, 0, sizeof(MlaStatus), stream_));
-    const DecodePointers d = Pointers(with_trace);
+    const DecodePointers d = Pointers(with_trace, o_fp32);
     MlaDecodeParams p = testing::DecodeParamsFor(batch, plan, ba, pa, num_pages, q_scale, kv_scale,
                                                  partial_rows, d);
     p.trace_clocks = with_trace;
@@ -272,11 +276,11 @@ class MlaDecodeGpu : public ::testing::Test {
     ASSERT_HIP_OK(hipStreamSynchronize(stream_));
   }
 
-  // Runs a host-made case; returns O (floats of the bf16 values) and LSE.
+  // Runs a host-made case; returns O (floats of the bf16 values; fp32 with o_fp32) and LSE.
   // `cp`: the case is that CP round-robin rank's shard (kMlaMaskCpRoundRobin).
   void RunCase(const sim::DecodeCase& c, const WorkPlan& plan, std::vector<float>* o,
                std::vector<float>* lse, MlaStatus* status, sim::Trace* trace = nullptr,
-               const testing::CpRank* cp = nullptr) {
+               const testing::CpRank* cp = nullptr, bool o_fp32 = false) {
     const std::vector<uint8_t> q = testing::ToDeviceBytes(c.q, c.batch.q_dtype);
     const std::vector<uint8_t> kv = testing::ToDeviceBytes(c.kv_cache, c.batch.kv_dtype);
     ASSERT_LE(static_cast<int64_t>(q.size()), kQBytes);
@@ -291,13 +295,18 @@ class MlaDecodeGpu : public ::testing::Test {
     ASSERT_LE(int64_t{plan.num_works()} * static_cast<int64_t>(sizeof(MlaTraceEntry)),
               int64_t{1} << 20);
     if (with_trace) ASSERT_HIP_OK(hipMemset(trace_counts_, 0xff, plan.num_cu * 4));
-    Launch(c.batch, plan, ba, pa, num_pages, c.q_scale, c.kv_scale, with_trace, status);
+    Launch(c.batch, plan, ba, pa, num_pages, c.q_scale, c.kv_scale, with_trace, status, o_fp32);
     const int64_t rows = c.batch.total_q_tokens() * c.batch.num_heads;
-    std::vector<uint16_t> bits(rows * kHeadDimV);
     lse->resize(rows);
-    ASSERT_HIP_OK(hipMemcpy(bits.data(), o_, bits.size() * 2, hipMemcpyDeviceToHost));
     ASSERT_HIP_OK(hipMemcpy(lse->data(), lse_, rows * 4, hipMemcpyDeviceToHost));
-    *o = testing::Bf16ToFloats(bits);
+    if (o_fp32) {
+      o->resize(rows * kHeadDimV);
+      ASSERT_HIP_OK(hipMemcpy(o->data(), o_, o->size() * 4, hipMemcpyDeviceToHost));
+    } else {
+      std::vector<uint16_t> bits(rows * kHeadDimV);
+      ASSERT_HIP_OK(hipMemcpy(bits.data(), o_, bits.size() * 2, hipMemcpyDeviceToHost));
+      *o = testing::Bf16ToFloats(bits);
+    }
     if (with_trace) {
       std::vector<MlaTraceEntry> entries(plan.num_works());
       std::vector<int32_t> counts(plan.num_cu);
@@ -325,6 +334,7 @@ class MlaDecodeGpu : public ::testing::Test {
     sim::Trace trace;
     bool is_cp = false;  // a CP round-robin rank: cp describes it
     testing::CpRank cp;
+    bool o_fp32 = false;  // final O as fp32 (CP ranks); the executor keeps fp32 O then
     absl::StatusOr<sim::ExecutorOutput> exec = absl::UnknownError("not run");
     absl::StatusOr<sim::ReferenceOutput> ref = absl::UnknownError("not run");
   };
@@ -346,7 +356,7 @@ class MlaDecodeGpu : public ::testing::Test {
     for (Check& k : checks) {
       SCOPED_TRACE(k.name);
       ASSERT_TRUE(sim::CheckPlan(k.c.batch, k.plan).empty());
-      RunCase(k.c, k.plan, &k.o, &k.lse, &k.status, &k.trace, k.is_cp ? &k.cp : nullptr);
+      RunCase(k.c, k.plan, &k.o, &k.lse, &k.status, &k.trace, k.is_cp ? &k.cp : nullptr, k.o_fp32);
       if (HasFatalFailure()) return;
     }
     std::vector<std::thread> threads;
@@ -356,6 +366,7 @@ class MlaDecodeGpu : public ::testing::Test {
         sim::DecodeInputs inputs = CaseInputs(k, &hook);
         sim::ExecutorOptions options;
         options.kv_block = 32;
+        options.final_o_bf16 = !k.o_fp32;
         (void)(k.exec = sim::ExecutePlan(k.c.batch, k.plan, inputs, options));
       });
       threads.emplace_back([&k] {
@@ -468,9 +479,11 @@ TEST_F(MlaDecodeGpu, MatchesExecutorOnSmallAndMediumBatches) {
 }
 
 // CP round-robin: every rank of W in {2, 3, 4}, I in {1, 16 (page 64)} runs its shard (the
-// global cache viewed as sub-pages of I tokens) against the executor and the fp64 reference
-// with the global-position hook; a short first request leaves ranks and tokens with no
-// visible kv (O = 0, LSE = -inf).
+// global cache viewed as sub-pages of I tokens) with fp32 final O (MlaDecodeParams::o_fp32)
+// against the executor (final_o_bf16 = false) and the fp64 reference with the
+// global-position hook; a short first request leaves ranks and tokens with no visible kv
+// (O = 0, LSE = -inf). Then each (case, W, I)'s ranks are merged in fp32 (sim::MergeCpRanks),
+// rounded to bf16 once and compared with the unsharded fp64 reference: no element may fail.
 TEST_F(MlaDecodeGpu, CpRoundRobinEveryRank) {
   struct CpGpuCase {
     DType dtype;
@@ -482,7 +495,15 @@ TEST_F(MlaDecodeGpu, CpRoundRobinEveryRank) {
       {DType::kBf16, 64, 1, {1, 1000, 257}}, {DType::kFp8, 64, 1, {1, 555, 2000}},
       {DType::kFp8, 16, 4, {4, 1500, 64}},   {DType::kBf16, 128, 2, {3, 800, 100}},
   };
+  struct Group {  // one (case, W, I): its ranks are checks[first, first + world)
+    sim::DecodeCase global;
+    std::string name;
+    size_t first = 0;
+    int world = 0;
+    absl::StatusOr<sim::ReferenceOutput> ref = absl::UnknownError("not run");
+  };
   std::vector<Check> checks;
+  std::vector<Group> groups;
   uint64_t seed = 300;
   for (const CpGpuCase& e : cases) {
     for (int world : {2, 3, 4}) {
@@ -494,6 +515,14 @@ TEST_F(MlaDecodeGpu, CpRoundRobinEveryRank) {
         const sim::DecodeCase gc =
             sim::MakeDecodeCase(global, ++seed, fp8 ? 0.7 : 1.0, fp8 ? 1.3 : 1.0);
         const CpSharding s{world, interleave};
+        Group group;
+        group.global = gc;
+        group.name = "cp " + std::string(DTypeName(e.dtype)) + " H" + std::to_string(e.heads) +
+                     " q" + std::to_string(e.qlen) + " W" + std::to_string(world) + " I" +
+                     std::to_string(interleave) + " merged";
+        group.first = checks.size();
+        group.world = world;
+        groups.push_back(std::move(group));
         for (int rank = 0; rank < world; ++rank) {
           absl::StatusOr<CpShardView> view = MakeCpShardView(global, gc.kv_indices, s, rank);
           ASSERT_TRUE(view.ok()) << view.status();
@@ -507,12 +536,46 @@ TEST_F(MlaDecodeGpu, CpRoundRobinEveryRank) {
                    std::to_string(interleave) + " r" + std::to_string(rank);
           k.is_cp = true;
           k.cp = testing::MakeCpRank(*view, s, rank);
+          k.o_fp32 = true;
           checks.push_back(std::move(k));
         }
       }
     }
   }
   CheckAll(checks);
+  if (HasFatalFailure()) return;
+  std::vector<std::thread> threads;
+  for (Group& g : groups) {
+    threads.emplace_back(
+        [&g] { (void)(g.ref = sim::ReferenceDecode(g.global.batch, g.global.Inputs())); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const Group& g : groups) {
+    SCOPED_TRACE(g.name);
+    ASSERT_TRUE(g.ref.ok()) << g.ref.status();
+    const int64_t rows = g.global.batch.total_q_tokens() * g.global.batch.num_heads;
+    std::vector<absl::Span<const float>> os, ls;
+    for (int rank = 0; rank < g.world; ++rank) {
+      const Check& k = checks[g.first + rank];
+      ASSERT_EQ(static_cast<int64_t>(k.o.size()), rows * kHeadDimV);
+      ASSERT_EQ(static_cast<int64_t>(k.lse.size()), rows);
+      os.push_back(k.o);
+      ls.push_back(k.lse);
+    }
+    std::vector<float> merged_o(rows * kHeadDimV), merged_lse(rows);
+    ASSERT_TRUE(sim::MergeCpRanks(os, ls, rows, kHeadDimV, absl::MakeSpan(merged_o),
+                                  absl::MakeSpan(merged_lse))
+                    .ok());
+    for (float& x : merged_o) x = sim::RoundToBf16(x);  // the decode output's one rounding
+    absl::StatusOr<sim::Comparison> cmp = sim::CompareOutputs(
+        merged_o, merged_lse, g.ref->o, g.ref->lse, sim::GatesFor(g.global.batch.q_dtype));
+    ASSERT_TRUE(cmp.ok());
+    EXPECT_TRUE(cmp->passed) << "merged vs unsharded reference: " << cmp->Summary();
+    EXPECT_EQ(cmp->num_failing, 0) << cmp->Summary();
+    std::printf("  %-42s vs unsharded ref cos %.2e max_abs %.2e failing %lld lse %.2e\n",
+                g.name.c_str(), cmp->cos_diff, cmp->max_abs_err,
+                static_cast<long long>(cmp->num_failing), cmp->lse_max_abs_err);
+  }
 }
 
 TEST_F(MlaDecodeGpu, SparsePerTokenTopk2048) {
@@ -976,9 +1039,31 @@ TEST(MlaDecodeApi, RefusesBadParams) {
     bad.cp_rank = r;
     EXPECT_NE(MlaDecodeParamsError(bad), nullptr) << w << " " << i << " " << r;
   }
+  // Final O: exactly one of o (bf16) and o_fp32, 16-byte aligned.
+  MlaDecodeParams both = v;
+  both.o_fp32 = reinterpret_cast<float*>(words);
+  EXPECT_NE(MlaDecodeParamsError(both), nullptr);
+  MlaDecodeParams neither = v;
+  neither.o = nullptr;
+  EXPECT_NE(MlaDecodeParamsError(neither), nullptr);
+  MlaDecodeParams fp32 = neither;
+  fp32.o_fp32 = reinterpret_cast<float*>(words);
+  EXPECT_EQ(MlaDecodeParamsError(fp32), nullptr) << MlaDecodeParamsError(fp32);
+  fp32.o_fp32 = reinterpret_cast<float*>(words + 1);
+  EXPECT_NE(MlaDecodeParamsError(fp32), nullptr);
   MlaReduceParams r;
   EXPECT_NE(MlaReduceParamsError(r), nullptr);
   EXPECT_EQ(LaunchMlaReduce(r, nullptr), static_cast<int>(hipErrorInvalidValue));
+  MlaReduceParams rv;
+  rv.reduce_indptr = rv.reduce_final_map = rv.reduce_partial_map = rv.qo_indptr = words;
+  rv.partial_o = rv.partial_lse = rv.lse = reinterpret_cast<float*>(words);
+  rv.status = reinterpret_cast<MlaStatus*>(words);
+  rv.num_requests = 1;
+  EXPECT_NE(MlaReduceParamsError(rv), nullptr);  // neither o nor o_fp32
+  rv.o_fp32 = reinterpret_cast<float*>(words);
+  EXPECT_EQ(MlaReduceParamsError(rv), nullptr) << MlaReduceParamsError(rv);
+  rv.o = reinterpret_cast<uint16_t*>(words);
+  EXPECT_NE(MlaReduceParamsError(rv), nullptr);  // both
 }
 
 }  // namespace

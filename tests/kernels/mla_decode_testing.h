@@ -138,7 +138,8 @@ struct DecodePointers {
   const void* kv = nullptr;
   const int32_t* batch = nullptr;  // BatchArena words
   const int32_t* plan = nullptr;   // PlanArena words
-  uint16_t* o = nullptr;
+  uint16_t* o = nullptr;           // bf16 final O, or
+  float* o_fp32 = nullptr;         // fp32 final O (CP ranks): exactly one of the two is set
   float* lse = nullptr;
   float* partial_o = nullptr;
   float* partial_lse = nullptr;
@@ -185,6 +186,7 @@ inline MlaDecodeParams DecodeParamsFor(const Batch& batch, const WorkPlan& plan,
   p.tokens_per_tile = plan.tokens_per_tile;
   p.rows_per_tile = plan.rows_per_tile;
   p.o = d.o;
+  p.o_fp32 = d.o_fp32;
   p.lse = d.lse;
   p.partial_o = d.partial_o;
   p.partial_lse = d.partial_lse;
@@ -218,6 +220,7 @@ inline MlaReduceParams ReduceParamsFor(const Batch& batch, const WorkPlan& plan,
   r.partial_lse = d.partial_lse;
   r.partial_rows_capacity = partial_rows;
   r.o = d.o;
+  r.o_fp32 = d.o_fp32;
   r.lse = d.lse;
   r.status = d.status;
   return r;

@@ -1,5 +1,5 @@
-// Inputs for the numeric simulator (tests, mlaps simulate): a batch with deterministic random Q / KV values
-// already rounded to the batch's dtype (bf16, or fp8 codes under per-tensor scales).
+// Inputs for the numeric simulator (tests, mlaps simulate): a batch with deterministic random Q /
+// KV values already rounded to the batch's dtype (bf16, or fp8 codes under per-tensor scales).
 #ifndef MLAPS_SIM_DECODE_CASE_H_
 #define MLAPS_SIM_DECODE_CASE_H_
 

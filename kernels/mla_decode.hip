@@ -4,6 +4,7 @@
 
 #include "kernels/mla_decode.h"
 #include "kernels/mla_decode_device.h"
+#include "kernels/mla_reduce_device.h"
 #include "kernels/platform/hip_runtime.h"
 
 namespace mlaps {

@@ -30,6 +30,7 @@
 // clang-format off
 #include "tests/kernels/emu/hip_host_emulation.h"
 #include "kernels/mla_decode_device.h"
+#include "kernels/mla_reduce_device.h"
 // clang-format on
 
 namespace mlaps {

@@ -19,42 +19,18 @@
 #include <vector>
 
 #include "kernels/mla_decode.h"
+#include "kernels/mla_decode_bench_harness.h"
 #include "kernels/platform/hip_runtime.h"
 #include "metadata/batch.h"
 #include "metadata/planner.h"
+#include "metadata/registry.h"
+#include "sim/cost_model.h"
 
 namespace mlaps {
 namespace {
 
-#define CHECK_HIP(expr)                                                                         \
-  do {                                                                                          \
-    hipError_t e_ = (expr);                                                                     \
-    if (e_ != hipSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, hipGetErrorString(e_)); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
-
-constexpr int kLaunches = 10;
-constexpr int kReplays = 7;
-
-__global__ void FillBytes(uint32_t* dst, long long words, unsigned seed, int fp8) {
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < words;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
-    unsigned x = static_cast<unsigned>(i) * 2654435761u ^ seed;
-    x ^= x >> 13;
-    x *= 0x5bd1e995u;
-    x ^= x >> 15;
-    // bf16 pairs in [-2, 2) or e4m3fn bytes of magnitude <= 1.75 (exponent field <= 7):
-    // random finite values, never zeros (zeros can run faster than real data).
-    if (fp8) {
-      dst[i] = x & 0xbfbfbfbfu;
-    } else {
-      const unsigned lo = 0x3f80u | (x & 0x807fu), hi = 0x3f80u | ((x >> 16) & 0x807fu);
-      dst[i] = lo | (hi << 16);
-    }
-  }
-}
+using bench::TimeGraph;
+#define CHECK_HIP MLAPS_CHECK_HIP
 
 // Reads `words` uint4 words (grid-stride), so the compiler cannot drop the loads: the read
 // bandwidth roof that decode (read-dominated) is bounded by.
@@ -68,33 +44,15 @@ __global__ void ReadAll(const uint4* src, long long words, unsigned* sink) {
   if (acc == 0x12345678u) *sink = acc;
 }
 
-// Median time of one launch (ms) of what `enqueue` puts on the stream, from graph replays.
-template <typename F>
-float TimeGraph(hipStream_t stream, F enqueue) {
-  hipGraph_t graph;
-  hipGraphExec_t exec;
-  CHECK_HIP(hipStreamBeginCapture(stream, hipStreamCaptureModeGlobal));
-  for (int i = 0; i < kLaunches; ++i) enqueue();
-  CHECK_HIP(hipStreamEndCapture(stream, &graph));
-  CHECK_HIP(hipGraphInstantiate(&exec, graph, nullptr, nullptr, 0));
-  CHECK_HIP(hipGraphLaunch(exec, stream));  // warm-up
-  hipEvent_t a, b;
-  CHECK_HIP(hipEventCreate(&a));
-  CHECK_HIP(hipEventCreate(&b));
-  std::vector<float> ms(kReplays);
-  for (float& t : ms) {
-    CHECK_HIP(hipEventRecord(a, stream));
-    CHECK_HIP(hipGraphLaunch(exec, stream));
-    CHECK_HIP(hipEventRecord(b, stream));
-    CHECK_HIP(hipEventSynchronize(b));
-    CHECK_HIP(hipEventElapsedTime(&t, a, b));
-  }
-  CHECK_HIP(hipEventDestroy(a));
-  CHECK_HIP(hipEventDestroy(b));
-  CHECK_HIP(hipGraphExecDestroy(exec));
-  CHECK_HIP(hipGraphDestroy(graph));
-  std::sort(ms.begin(), ms.end());
-  return ms[kReplays / 2] / kLaunches;
+// The simulator's predicted decode time (us) of `plan`: its makespan under the calibrated
+// costs of the plan's variant in the sm90 registry; -1 when the registry has none.
+double PredictedDecodeUs(const Batch& batch, const PlanOptions& options, const WorkPlan& plan) {
+  absl::StatusOr<proto::CostModel> cost = VariantCost(Arch::kSm90, plan.variant);
+  absl::StatusOr<PlanOptions> resolved = ResolveOptions(batch, options);
+  if (!cost.ok() || !resolved.ok()) return -1;
+  absl::StatusOr<sim::CostParams> params = sim::TimeCostParams(batch, *resolved, plan, *cost);
+  if (!params.ok()) return -1;
+  return sim::EvaluatePlan(batch, plan, *params).makespan * 1e-3;
 }
 
 struct Row {
@@ -102,6 +60,7 @@ struct Row {
   int batch, ctx, heads, qlen, items, splits;
   float decode_us, reduce_us, total_us;
   double tbps, tflops;
+  double predicted_us;  // the simulator's makespan under the registry's calibrated costs; < 0: none
 };
 
 // Optional: --only DTYPE,H,QLEN,BATCH,CTX runs one shape; --once launches it once, untimed
@@ -143,27 +102,10 @@ int Main(const Filter& filter) {
     CHECK_HIP(hipFree(dst));
   }
 
-  // Buffers for the largest shape: 1M kv tokens (both shapes), Q / O of H=128 x qlen 2.
-  const int64_t max_tokens = int64_t{128} * 8192, page = 64;
-  const int64_t max_pages = max_tokens / page;
-  const int64_t max_rows = int64_t{128} * 4 * 128;  // q tokens x heads
-  uint8_t* kv;
-  uint8_t* q;
-  uint16_t* o;
-  float *lse, *partial_o, *partial_lse;
-  int32_t *batch_words, *plan_words;
-  MlaStatus* status;
-  CHECK_HIP(hipMalloc(&kv, max_tokens * 576 * 2));
-  CHECK_HIP(hipMalloc(&q, max_rows * 576 * 2));
-  CHECK_HIP(hipMalloc(&o, max_rows * 512 * 2));
-  CHECK_HIP(hipMalloc(&lse, max_rows * 4));
-  const int64_t partial_bytes = int64_t{512} << 20;
-  CHECK_HIP(hipMalloc(&partial_o, partial_bytes));
-  CHECK_HIP(hipMalloc(&partial_lse, partial_bytes / 128));
-  CHECK_HIP(hipMalloc(&batch_words, int64_t{4} << 20));
-  CHECK_HIP(hipMalloc(&plan_words, int64_t{4} << 20));
-  CHECK_HIP(hipMalloc(&status, sizeof(MlaStatus)));
-  CHECK_HIP(hipMemset(status, 0, sizeof(MlaStatus)));
+  // Buffers for the largest shape: 1M kv tokens (both shapes), Q / O of H=128 x qlen 4.
+  const int page = 64;
+  const bench::DecodeBuffers buffers =
+      bench::AllocateDecodeBuffers(int64_t{128} * 8192, int64_t{128} * 4 * 128, page);
 
   std::vector<Row> rows;
   struct Shape {
@@ -176,11 +118,7 @@ int Main(const Filter& filter) {
     const bool fp8 = dtype == DType::kFp8;
     if (!filter.any && filter.dtype != (fp8 ? "fp8" : "bf16")) continue;
     const int elem = fp8 ? 1 : 2;
-    hipLaunchKernelGGL(FillBytes, dim3(4096), dim3(256), 0, stream, reinterpret_cast<uint32_t*>(kv),
-                       static_cast<long long>(max_tokens * 576 * elem / 4), 17u, fp8 ? 1 : 0);
-    hipLaunchKernelGGL(FillBytes, dim3(1024), dim3(256), 0, stream, reinterpret_cast<uint32_t*>(q),
-                       static_cast<long long>(max_rows * 576 * elem / 4), 29u, fp8 ? 1 : 0);
-    CHECK_HIP(hipGetLastError());
+    bench::FillDecodeBuffers(buffers, fp8, stream);
     for (const auto& [batch_size, ctx] : sizes) {
       for (const Shape& s : shapes) {
         if (!filter.any && (filter.heads != s.heads || filter.qlen != s.qlen ||
@@ -197,111 +135,16 @@ int Main(const Filter& filter) {
           return 1;
         }
         // Pages scattered over the cache (a shuffled page table).
-        std::vector<int32_t> pages(batch.kv_indptr.back());
-        for (size_t i = 0; i < pages.size(); ++i) pages[i] = static_cast<int32_t>(i);
-        std::shuffle(pages.begin(), pages.end(), rng);
-        std::vector<int32_t> bw;
-        auto append = [](std::vector<int32_t>& w, const int32_t* d, size_t n) {
-          const int64_t at = static_cast<int64_t>(w.size());
-          w.insert(w.end(), d, d + n);
-          while (w.size() % 4) w.push_back(0);
-          return at;
-        };
-        const int64_t at_qo = append(bw, batch.qo_indptr.data(), batch.qo_indptr.size());
-        const int64_t at_kv = append(bw, batch.kv_indptr.data(), batch.kv_indptr.size());
-        const int64_t at_last =
-            append(bw, batch.kv_last_page_lens.data(), batch.kv_last_page_lens.size());
-        const int64_t at_idx = append(bw, pages.data(), pages.size());
-        std::vector<int32_t> pw;
-        const int64_t at_wi = append(pw, plan->work_indptr.data(), plan->work_indptr.size());
-        const int64_t at_info = append(pw, reinterpret_cast<const int32_t*>(plan->work_info.data()),
-                                       8 * plan->work_info.size());
-        const int32_t zero = 0;
-        const int64_t at_ri = plan->reduce_indptr.empty() ? append(pw, &zero, 1)
-                                                          : append(pw, plan->reduce_indptr.data(),
-                                                                   plan->reduce_indptr.size());
-        const int64_t at_fm =
-            append(pw, plan->reduce_final_map.data(), plan->reduce_final_map.size());
-        const int64_t at_pm =
-            append(pw, plan->reduce_partial_map.data(), plan->reduce_partial_map.size());
-        CHECK_HIP(hipMemcpy(batch_words, bw.data(), bw.size() * 4, hipMemcpyHostToDevice));
-        CHECK_HIP(hipMemcpy(plan_words, pw.data(), pw.size() * 4, hipMemcpyHostToDevice));
-        int64_t partial_rows = std::max<int64_t>(1, plan->num_partial_rows);
-        for (const WorkInfo& w : plan->work_info) {
-          if (w.partial_qo_loc >= 0) {
-            partial_rows =
-                std::max<int64_t>(partial_rows, w.partial_qo_loc + w.qo_end - w.qo_start);
-          }
-        }
-        const int hg = s.heads / plan->head_fold;
-        if (partial_rows * hg * 512 * 4 > partial_bytes) {
-          std::fprintf(stderr, "partial buffers too small\n");
-          return 1;
-        }
-        MlaDecodeParams p;
-        p.q = q;
-        p.kv_cache = kv;
-        p.kv_indices = batch_words + at_idx;
-        p.qo_indptr = batch_words + at_qo;
-        p.kv_indptr = batch_words + at_kv;
-        p.kv_last_page_lens = batch_words + at_last;
-        p.num_requests = batch.num_requests();
-        p.num_q_tokens = batch.total_q_tokens();
-        p.num_pages = max_pages;
-        p.num_kv_indices = static_cast<int64_t>(pages.size());
-        p.num_heads = s.heads;
-        p.page_size = static_cast<int>(page);
-        p.dtype = fp8 ? kMlaFp8E4m3fn : kMlaBf16;
-        p.q_scale = fp8 ? 0.5f : 1.0f;
-        p.kv_scale = fp8 ? 0.25f : 1.0f;
-        p.work_indptr = plan_words + at_wi;
-        p.work_info = plan_words + at_info;
-        p.work_info_capacity = plan->num_works();
-        p.num_cu = plan->num_cu;
-        p.head_fold = plan->head_fold;
-        p.tokens_per_tile = plan->tokens_per_tile;
-        p.rows_per_tile = plan->rows_per_tile;
-        p.o = o;
-        p.lse = lse;
-        p.partial_o = partial_o;
-        p.partial_lse = partial_lse;
-        p.partial_rows_capacity = partial_rows;
-        p.status = status;
+        const std::vector<int32_t> pages = bench::ShuffledPages(batch, rng);
+        bench::StagedCase staged;
+        if (!bench::StageCase(batch, *plan, pages, buffers, &staged)) return 1;
+        MlaDecodeParams& p = staged.decode;
+        const MlaReduceParams& r = staged.reduce;
         if (const char* env = std::getenv("MLAPS_MLA_BLOCK_THREADS")) {
           p.block_threads = std::atoi(env);
         }
-        MlaReduceParams r;
-        r.reduce_indptr = plan_words + at_ri;
-        r.reduce_final_map = plan_words + at_fm;
-        r.reduce_partial_map = plan_words + at_pm;
-        r.reduce_partial_map_capacity = static_cast<int64_t>(plan->reduce_partial_map.size());
-        r.num_reduce_tiles = plan->num_reduce_tiles();
-        r.reduce_tiles_capacity = plan->num_reduce_tiles();
-        r.qo_indptr = p.qo_indptr;
-        r.num_requests = p.num_requests;
-        r.num_q_tokens = p.num_q_tokens;
-        r.num_heads = s.heads;
-        r.head_fold = plan->head_fold;
-        r.partial_o = partial_o;
-        r.partial_lse = partial_lse;
-        r.partial_rows_capacity = partial_rows;
-        r.o = o;
-        r.lse = lse;
-        r.status = status;
         // A direct launch first (sets the shared-memory attribute, checks the status word).
-        if (LaunchMlaDecode(p, stream) != 0 || LaunchMlaReduce(r, stream) != 0) {
-          std::fprintf(stderr, "launch refused: %s / %s\n",
-                       MlaDecodeParamsError(p) ? MlaDecodeParamsError(p) : "-",
-                       MlaReduceParamsError(r) ? MlaReduceParamsError(r) : "-");
-          return 1;
-        }
-        CHECK_HIP(hipStreamSynchronize(stream));
-        MlaStatus st;
-        CHECK_HIP(hipMemcpy(&st, status, sizeof(st), hipMemcpyDeviceToHost));
-        if (st.code != kMlaOk) {
-          std::fprintf(stderr, "status %d (cu %d index %d)\n", st.code, st.cu, st.index);
-          return 1;
-        }
+        if (!bench::RunChecked(staged, stream)) return 1;
         if (filter.once) {
           std::printf("ran %s H%d q%d B%d ctx%d once\n", fp8 ? "fp8" : "bf16", s.heads, s.qlen,
                       batch_size, ctx);
@@ -330,6 +173,7 @@ int Main(const Filter& filter) {
         const double flops = static_cast<double>(s.qlen) * sum_kv * s.heads * (576 + 512) * 2;
         row.tbps = bytes / (row.total_us * 1e-6) / 1e12;
         row.tflops = flops / (row.total_us * 1e-6) / 1e12;
+        row.predicted_us = PredictedDecodeUs(batch, options, *plan);
         rows.push_back(row);
         std::printf("  %s B%d ctx%d H%d q%d: decode %.1f us, reduce %.1f us, total %.1f us\n",
                     row.dtype.c_str(), batch_size, ctx, s.heads, s.qlen, row.decode_us,
@@ -340,14 +184,22 @@ int Main(const Filter& filter) {
   }
   const char* threads_env = std::getenv("MLAPS_MLA_BLOCK_THREADS");
   std::printf("\ndecode block threads: %s\n", threads_env ? threads_env : "default");
-  std::printf("%-5s %5s %6s %4s %4s %6s %6s %10s %10s %10s %8s %9s %8s\n", "dtype", "batch", "ctx",
-              "H", "qlen", "items", "splits", "decode_us", "reduce_us", "total_us", "TB/s",
-              "TFLOP/s", "reduce%");
+  // sim_us: the simulator's predicted decode time (makespan of the plan under the sm90
+  // registry's calibrated costs); sim_err: (sim_us - decode_us) / decode_us.
+  std::printf("%-5s %5s %6s %4s %4s %6s %6s %10s %10s %10s %8s %9s %8s %9s %8s\n", "dtype", "batch",
+              "ctx", "H", "qlen", "items", "splits", "decode_us", "reduce_us", "total_us", "TB/s",
+              "TFLOP/s", "reduce%", "sim_us", "sim_err");
   for (const Row& r : rows) {
-    std::printf("%-5s %5d %6d %4d %4d %6d %6d %10.1f %10.1f %10.1f %8.2f %9.1f %7.1f%%\n",
+    char sim[32] = "-", err[32] = "-";
+    if (r.predicted_us >= 0) {
+      std::snprintf(sim, sizeof(sim), "%.1f", r.predicted_us);
+      std::snprintf(err, sizeof(err), "%+.1f%%",
+                    100.0 * (r.predicted_us - r.decode_us) / r.decode_us);
+    }
+    std::printf("%-5s %5d %6d %4d %4d %6d %6d %10.1f %10.1f %10.1f %8.2f %9.1f %7.1f%% %9s %8s\n",
                 r.dtype.c_str(), r.batch, r.ctx, r.heads, r.qlen, r.items, r.splits, r.decode_us,
                 r.reduce_us, r.total_us, r.tbps, r.tflops,
-                r.decode_us > 0 ? 100.0 * r.reduce_us / r.decode_us : 0.0);
+                r.decode_us > 0 ? 100.0 * r.reduce_us / r.decode_us : 0.0, sim, err);
   }
   return 0;
 }

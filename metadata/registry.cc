@@ -138,6 +138,41 @@ std::vector<std::pair<int, int>> NearbyShapes(const proto::KernelRegistry& regis
 
 }  // namespace
 
+namespace {
+
+bool NonNegativeFinite(double x) { return std::isfinite(x) && x >= 0; }
+
+// Costs are times: finite and >= 0; tile entries name distinct rows in [1, rows_per_tile].
+absl::Status ValidateCost(const proto::CostModel& cost, int rows_per_tile,
+                          const std::string& label) {
+  if (!NonNegativeFinite(cost.ns_per_block()) || !NonNegativeFinite(cost.ns_per_item())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, ": cost ns_per_block = ", cost.ns_per_block(),
+                     ", ns_per_item = ", cost.ns_per_item(), " (must be finite, >= 0)"));
+  }
+  std::set<int> rows;
+  for (int k = 0; k < cost.tile_size(); ++k) {
+    const proto::TileCost& t = cost.tile(k);
+    const std::string where = absl::StrCat(label, ": cost.tile[", k, "]");
+    if (t.rows() < 1 || t.rows() > rows_per_tile) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ".rows = ", t.rows(), " is outside [1, rows_per_tile = ", rows_per_tile, "]"));
+    }
+    if (!rows.insert(t.rows()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ".rows = ", t.rows(), " repeats an earlier entry"));
+    }
+    if (!NonNegativeFinite(t.ns_per_block()) || !NonNegativeFinite(t.ns_per_item())) {
+      return absl::InvalidArgumentError(absl::StrCat(where, " ns_per_block = ", t.ns_per_block(),
+                                                     ", ns_per_item = ", t.ns_per_item(),
+                                                     " (must be finite, >= 0)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateRegistry(const proto::KernelRegistry& registry) {
   if (absl::StatusOr<Arch> arch = ParseArch(registry.arch()); !arch.ok()) {
     return absl::InvalidArgumentError(
@@ -200,6 +235,7 @@ absl::Status ValidateRegistry(const proto::KernelRegistry& registry) {
                                                        " (0 means unbounded)"));
       }
     }
+    if (absl::Status s = ValidateCost(row.cost(), row.rows_per_tile(), label); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -283,6 +319,16 @@ absl::StatusOr<ResolvedVariant> ResolveVariant(const VariantQuery& query) {
   const absl::StatusOr<proto::KernelRegistry>& registry = CachedRegistry(query.arch);
   if (!registry.ok()) return registry.status();
   return ResolveVariant(*registry, query);  // no copy: this runs once per plan
+}
+
+absl::StatusOr<proto::CostModel> VariantCost(Arch arch, const std::string& name) {
+  const absl::StatusOr<proto::KernelRegistry>& registry = CachedRegistry(arch);
+  if (!registry.ok()) return registry.status();
+  for (const proto::KernelRow& row : registry->kernel()) {
+    if (row.name() == name) return row.cost();
+  }
+  return absl::NotFoundError(
+      absl::StrCat("no kernel named '", name, "' in the ", Str(ArchName(arch)), " registry"));
 }
 
 }  // namespace mlaps

@@ -55,6 +55,10 @@ absl::Status ValidateRegistry(const proto::KernelRegistry& registry);
 absl::StatusOr<ResolvedVariant> ResolveVariant(const proto::KernelRegistry& registry,
                                                const VariantQuery& query);
 
+// The cost model of kernel `name` in the embedded registry of `arch` (what ResolveVariant puts
+// in ResolvedVariant::cost). Errors: NotFound when no row of that registry has the name.
+absl::StatusOr<proto::CostModel> VariantCost(Arch arch, const std::string& name);
+
 // Convenience: LoadRegistry(query.arch) then ResolveVariant.
 absl::StatusOr<ResolvedVariant> ResolveVariant(const VariantQuery& query);
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
+
 namespace mlaps::sim {
 
 CostParams BlockCostParams(const Batch& batch, const PlanOptions& o) {
@@ -12,6 +14,27 @@ CostParams BlockCostParams(const Batch& batch, const PlanOptions& o) {
   p.per_item = o.fixed_overhead;
   p.max_split = o.max_split_per_batch;
   p.split_quantum = std::max(o.kv_granularity, batch.page_size);
+  return p;
+}
+
+absl::StatusOr<CostParams> TimeCostParams(const Batch& batch, const PlanOptions& o,
+                                          const WorkPlan& plan, const proto::CostModel& cost) {
+  CostParams p = BlockCostParams(batch, o);
+  const int rows = batch.num_heads / std::max(1, plan.head_fold) * plan.tokens_per_tile;
+  for (const proto::TileCost& t : cost.tile()) {
+    if (t.rows() == rows) {
+      p.per_block = t.ns_per_block();
+      p.per_item = t.ns_per_item();
+      return p;
+    }
+  }
+  if (!(cost.ns_per_block() > 0)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("variant '", plan.variant, "' has no calibrated cost for ", rows,
+                     "-row tiles (no tile entry, ns_per_block = ", cost.ns_per_block(), ")"));
+  }
+  p.per_block = cost.ns_per_block();
+  p.per_item = cost.ns_per_item();
   return p;
 }
 

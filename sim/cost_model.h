@@ -6,8 +6,10 @@
 
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "metadata/batch.h"
 #include "metadata/planner.h"
+#include "metadata/proto/mlaps.pb.h"
 #include "metadata/work_plan.h"
 
 namespace mlaps::sim {
@@ -34,6 +36,15 @@ struct CostReport {
   int pieces = 0;       // items of split tiles
   double balance() const { return lower_bound > 0 ? makespan / lower_bound : 1.0; }
 };
+
+// Unit costs in nanoseconds from a calibrated cost model (the registry row of plan.variant,
+// see VariantCost): the tile entry for the plan's rows in use ((H / head_fold) *
+// tokens_per_tile), else the model's ns_per_block / ns_per_item. Makespans are then
+// predicted kernel times in ns (the decode alone: launch and reduce not included).
+// Errors: FailedPrecondition when the model has no entry for the rows and no positive
+// kernel-wide ns_per_block (not calibrated).
+absl::StatusOr<CostParams> TimeCostParams(const Batch& batch, const PlanOptions& resolved_options,
+                                          const WorkPlan& plan, const proto::CostModel& cost);
 
 // Cost of one item of `plan` (its visible kv blocks, plus the per-item cost).
 double WorkItemCost(const Batch& batch, const WorkPlan& plan, const WorkInfo& item,

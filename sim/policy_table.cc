@@ -1,5 +1,6 @@
 // Compares planner policies under the simulator's block cost model: makespan over the lower
-// bound, split tiles and pieces, per batch family, on 132 (sm90) and 256 (gfx950) CUs.
+// bound, split tiles and pieces, per batch family, on 132 (sm90) and 256 (gfx950) CUs; on
+// sm90 also the decode time predicted under the registry's calibrated costs (pred_us).
 // bazel run //sim:policy_table
 #include <algorithm>
 #include <cmath>
@@ -8,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "metadata/planner.h"
+#include "metadata/registry.h"
 #include "sim/cost_model.h"
 #include "sim/plan_checker.h"
 
@@ -46,8 +49,8 @@ std::vector<Family> Families(int batch) {
 
 int main() {
   using namespace mlaps;
-  std::printf("%-16s %-6s %-15s %9s %9s %7s %7s %7s\n", "family", "cus", "policy", "makespan",
-              "lower_bd", "ratio", "splits", "pieces");
+  std::printf("%-16s %-6s %-15s %9s %9s %7s %7s %7s %9s\n", "family", "cus", "policy", "makespan",
+              "lower_bd", "ratio", "splits", "pieces", "pred_us");
   for (Arch arch : {Arch::kSm90, Arch::kGfx950}) {
     for (const sim::Family& f : sim::Families(128)) {
       for (PlanPolicy policy : {PlanPolicy::kGreedyPayload, PlanPolicy::kLongestFirst}) {
@@ -63,11 +66,22 @@ int main() {
           std::printf("%s: plan fails the checker\n", f.name.c_str());
           return 1;
         }
-        const sim::CostReport r = sim::EvaluatePlan(
-            batch, *plan, sim::BlockCostParams(batch, *ResolveOptions(batch, options)));
-        std::printf("%-16s %-6d %-15s %9.0f %9.0f %7.3f %7d %7d\n", f.name.c_str(), plan->num_cu,
-                    std::string(PolicyName(policy)).c_str(), r.makespan, r.lower_bound, r.balance(),
-                    r.split_tiles, r.pieces);
+        const PlanOptions resolved = *ResolveOptions(batch, options);
+        const sim::CostReport r =
+            sim::EvaluatePlan(batch, *plan, sim::BlockCostParams(batch, resolved));
+        // Predicted time where the registry has calibrated costs (sm90), else "-".
+        std::string predicted = "-";
+        absl::StatusOr<proto::CostModel> cost = VariantCost(arch, plan->variant);
+        if (cost.ok()) {
+          absl::StatusOr<sim::CostParams> ns = sim::TimeCostParams(batch, resolved, *plan, *cost);
+          if (ns.ok()) {
+            predicted =
+                absl::StrFormat("%.1f", sim::EvaluatePlan(batch, *plan, *ns).makespan * 1e-3);
+          }
+        }
+        std::printf("%-16s %-6d %-15s %9.0f %9.0f %7.3f %7d %7d %9s\n", f.name.c_str(),
+                    plan->num_cu, std::string(PolicyName(policy)).c_str(), r.makespan,
+                    r.lower_bound, r.balance(), r.split_tiles, r.pieces, predicted.c_str());
       }
     }
   }

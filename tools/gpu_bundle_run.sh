@@ -50,7 +50,7 @@ run_one() {  # kind flat label
   rc=$?
   secs=$(awk -v a="$start" -v b="$(date +%s%N)" 'BEGIN{printf "%.1f", (b-a)/1e9}')
   if [ "$kind" = bench ]; then cat "$log"; fi
-  detail=$(grep -E '^\[  (PASSED|FAILED)  \] [0-9]+ tests?|ERROR SUMMARY' "$log" | tr -s ' \n' ' ' | sed 's/ *$//')
+  detail=$(grep -E '^\[  (PASSED|FAILED)  \] [0-9]+ tests?|ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tr -s ' \n' ' ' | sed 's/ *$//')
   if [ $rc -eq 0 ]; then
     passed=$((passed + 1))
     printf 'PASS %-8s %-55s %6ss %s\n' "$kind" "$label" "$secs" "$detail"

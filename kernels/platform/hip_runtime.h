@@ -55,6 +55,7 @@ inline hipError_t hipDeviceSynchronize() { return cudaDeviceSynchronize(); }
 // Cheap per-launch queries (hipGetDeviceProperties takes microseconds).
 using hipDeviceAttribute_t = cudaDeviceAttr;
 inline constexpr hipDeviceAttribute_t hipDeviceAttributeWarpSize = cudaDevAttrWarpSize;
+inline constexpr hipDeviceAttribute_t hipDeviceAttributeClockRate = cudaDevAttrClockRate;  // kHz
 inline constexpr hipDeviceAttribute_t hipDeviceAttributeMultiprocessorCount =
     cudaDevAttrMultiProcessorCount;
 inline hipError_t hipDeviceGetAttribute(int* value, hipDeviceAttribute_t a, int device) {

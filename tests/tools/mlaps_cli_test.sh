@@ -20,6 +20,10 @@ expect() {  # expected-exit-code description command...
 expect 0 "default plan" "$mlaps"
 grep -q "^gfx950 (256 CUs)" "$tmp/out" && grep -q "^sm90 (132 CUs)" "$tmp/out" || { echo "FAIL summary lines"; fails=$((fails + 1)); }
 grep -q "SVG written to $tmp/mlaps_plan.sm90.svg" "$tmp/out" && [ -s "$tmp/mlaps_plan.gfx950.svg" ] || { echo "FAIL: default SVGs"; cat "$tmp/out"; fails=$((fails + 1)); }
+# sm90 plans carry the simulator's predicted decode time (calibrated registry costs); the AMD
+# registries have none, so their summaries print no prediction.
+expect 0 "predicted time" "$mlaps" plan --arch sm90,gfx950 --dtype bf16 --heads 16 --qlen 1 --batch 128 --ctx_min 8192 --ctx_max 8192 --svg ""
+[ "$(grep -c "^  predicted  decode [0-9.]* us" "$tmp/out")" = 1 ] || { echo "FAIL: one predicted line (sm90 only)"; cat "$tmp/out"; fails=$((fails + 1)); }
 # Bad usage: exit 2 and exactly one line on stderr naming the problem.
 bad() {  # expected-stderr description args...
   local want=$1 what=$2

@@ -1,0 +1,252 @@
+// What the MLA decode benchmark and the cost-model calibration share: device buffers sized
+// for the largest benchmark shape, random bf16 / fp8 contents, a (batch, plan, page table)
+// staged into decode + reduce params, and graph-replay timing. Host + device code (HIP);
+// include from one .hip translation unit per binary.
+#ifndef MLAPS_KERNELS_MLA_DECODE_BENCH_HARNESS_H_
+#define MLAPS_KERNELS_MLA_DECODE_BENCH_HARNESS_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "kernels/mla_decode.h"
+#include "kernels/platform/hip_runtime.h"
+#include "metadata/batch.h"
+#include "metadata/work_plan.h"
+
+#define MLAPS_CHECK_HIP(expr)                                                                   \
+  do {                                                                                          \
+    hipError_t e_ = (expr);                                                                     \
+    if (e_ != hipSuccess) {                                                                     \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, hipGetErrorString(e_)); \
+      std::exit(1);                                                                             \
+    }                                                                                           \
+  } while (0)
+
+namespace mlaps::bench {
+
+// bf16 pairs in [-2, 2) or e4m3fn bytes of magnitude <= 1.75 (exponent field <= 7): random
+// finite values, never zeros (zeros can run faster than real data).
+__global__ void FillBytes(uint32_t* dst, long long words, unsigned seed, int fp8) {
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < words;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    unsigned x = static_cast<unsigned>(i) * 2654435761u ^ seed;
+    x ^= x >> 13;
+    x *= 0x5bd1e995u;
+    x ^= x >> 15;
+    if (fp8) {
+      dst[i] = x & 0xbfbfbfbfu;
+    } else {
+      const unsigned lo = 0x3f80u | (x & 0x807fu), hi = 0x3f80u | ((x >> 16) & 0x807fu);
+      dst[i] = lo | (hi << 16);
+    }
+  }
+}
+
+// Median time (ms) of one of `launches` back-to-back enqueues, from `replays` replays of a
+// graph that holds them (the first replay warms up).
+template <typename F>
+float TimeGraph(hipStream_t stream, F enqueue, int launches = 10, int replays = 7) {
+  hipGraph_t graph;
+  hipGraphExec_t exec;
+  MLAPS_CHECK_HIP(hipStreamBeginCapture(stream, hipStreamCaptureModeGlobal));
+  for (int i = 0; i < launches; ++i) enqueue();
+  MLAPS_CHECK_HIP(hipStreamEndCapture(stream, &graph));
+  MLAPS_CHECK_HIP(hipGraphInstantiate(&exec, graph, nullptr, nullptr, 0));
+  MLAPS_CHECK_HIP(hipGraphLaunch(exec, stream));
+  hipEvent_t a, b;
+  MLAPS_CHECK_HIP(hipEventCreate(&a));
+  MLAPS_CHECK_HIP(hipEventCreate(&b));
+  std::vector<float> ms(replays);
+  for (float& t : ms) {
+    MLAPS_CHECK_HIP(hipEventRecord(a, stream));
+    MLAPS_CHECK_HIP(hipGraphLaunch(exec, stream));
+    MLAPS_CHECK_HIP(hipEventRecord(b, stream));
+    MLAPS_CHECK_HIP(hipEventSynchronize(b));
+    MLAPS_CHECK_HIP(hipEventElapsedTime(&t, a, b));
+  }
+  MLAPS_CHECK_HIP(hipEventDestroy(a));
+  MLAPS_CHECK_HIP(hipEventDestroy(b));
+  MLAPS_CHECK_HIP(hipGraphExecDestroy(exec));
+  MLAPS_CHECK_HIP(hipGraphDestroy(graph));
+  std::sort(ms.begin(), ms.end());
+  return ms[replays / 2] / launches;
+}
+
+// Device buffers for up to `max_kv_tokens` cached tokens (page 64, bf16 bytes) and
+// `max_rows` q rows (tokens x heads).
+struct DecodeBuffers {
+  int64_t max_kv_tokens = 0, max_pages = 0, max_rows = 0;
+  int64_t partial_bytes = int64_t{512} << 20, words = int64_t{4} << 20;
+  uint8_t* kv = nullptr;
+  uint8_t* q = nullptr;
+  uint16_t* o = nullptr;
+  float *lse = nullptr, *partial_o = nullptr, *partial_lse = nullptr;
+  int32_t *batch_words = nullptr, *plan_words = nullptr;
+  MlaStatus* status = nullptr;
+};
+
+inline DecodeBuffers AllocateDecodeBuffers(int64_t max_kv_tokens, int64_t max_rows, int page_size) {
+  DecodeBuffers d;
+  d.max_kv_tokens = max_kv_tokens;
+  d.max_pages = max_kv_tokens / page_size;
+  d.max_rows = max_rows;
+  MLAPS_CHECK_HIP(hipMalloc(&d.kv, max_kv_tokens * 576 * 2));
+  MLAPS_CHECK_HIP(hipMalloc(&d.q, max_rows * 576 * 2));
+  MLAPS_CHECK_HIP(hipMalloc(&d.o, max_rows * 512 * 2));
+  MLAPS_CHECK_HIP(hipMalloc(&d.lse, max_rows * 4));
+  MLAPS_CHECK_HIP(hipMalloc(&d.partial_o, d.partial_bytes));
+  MLAPS_CHECK_HIP(hipMalloc(&d.partial_lse, d.partial_bytes / 128));
+  MLAPS_CHECK_HIP(hipMalloc(&d.batch_words, d.words * 4));
+  MLAPS_CHECK_HIP(hipMalloc(&d.plan_words, d.words * 4));
+  MLAPS_CHECK_HIP(hipMalloc(&d.status, sizeof(MlaStatus)));
+  MLAPS_CHECK_HIP(hipMemset(d.status, 0, sizeof(MlaStatus)));
+  return d;
+}
+
+// Random contents for every kv and q element (of `fp8` ? 1 : 2 bytes).
+inline void FillDecodeBuffers(const DecodeBuffers& d, bool fp8, hipStream_t stream) {
+  const int elem = fp8 ? 1 : 2;
+  hipLaunchKernelGGL(FillBytes, dim3(4096), dim3(256), 0, stream, reinterpret_cast<uint32_t*>(d.kv),
+                     static_cast<long long>(d.max_kv_tokens * 576 * elem / 4), 17u, fp8 ? 1 : 0);
+  hipLaunchKernelGGL(FillBytes, dim3(1024), dim3(256), 0, stream, reinterpret_cast<uint32_t*>(d.q),
+                     static_cast<long long>(d.max_rows * 576 * elem / 4), 29u, fp8 ? 1 : 0);
+  MLAPS_CHECK_HIP(hipGetLastError());
+}
+
+struct StagedCase {
+  MlaDecodeParams decode;
+  MlaReduceParams reduce;
+};
+
+// Uploads the batch's index arrays, `pages` (its page table) and the plan into `d`'s word
+// buffers and fills the decode and reduce params (bench scales: fp8 q 0.5, kv 0.25). Returns
+// false, with a message on stderr, when `d` is too small for the case.
+inline bool StageCase(const Batch& batch, const WorkPlan& plan, const std::vector<int32_t>& pages,
+                      const DecodeBuffers& d, StagedCase* out) {
+  const bool fp8 = batch.kv_dtype == DType::kFp8;
+  auto append = [](std::vector<int32_t>& w, const int32_t* data, size_t n) {
+    const int64_t at = static_cast<int64_t>(w.size());
+    w.insert(w.end(), data, data + n);
+    while (w.size() % 4) w.push_back(0);  // 16-byte aligned arrays
+    return at;
+  };
+  std::vector<int32_t> bw;
+  const int64_t at_qo = append(bw, batch.qo_indptr.data(), batch.qo_indptr.size());
+  const int64_t at_kv = append(bw, batch.kv_indptr.data(), batch.kv_indptr.size());
+  const int64_t at_last =
+      append(bw, batch.kv_last_page_lens.data(), batch.kv_last_page_lens.size());
+  const int64_t at_idx = append(bw, pages.data(), pages.size());
+  std::vector<int32_t> pw;
+  const int64_t at_wi = append(pw, plan.work_indptr.data(), plan.work_indptr.size());
+  const int64_t at_info = append(pw, reinterpret_cast<const int32_t*>(plan.work_info.data()),
+                                 8 * plan.work_info.size());
+  const int32_t zero = 0;
+  const int64_t at_ri = plan.reduce_indptr.empty()
+                            ? append(pw, &zero, 1)
+                            : append(pw, plan.reduce_indptr.data(), plan.reduce_indptr.size());
+  const int64_t at_fm = append(pw, plan.reduce_final_map.data(), plan.reduce_final_map.size());
+  const int64_t at_pm = append(pw, plan.reduce_partial_map.data(), plan.reduce_partial_map.size());
+  int64_t partial_rows = std::max<int64_t>(1, plan.num_partial_rows);
+  for (const WorkInfo& w : plan.work_info) {
+    if (w.partial_qo_loc >= 0) {
+      partial_rows = std::max<int64_t>(partial_rows, w.partial_qo_loc + w.qo_end - w.qo_start);
+    }
+  }
+  const int hg = batch.num_heads / plan.head_fold;
+  const int64_t rows = int64_t{batch.total_q_tokens()} * batch.num_heads;
+  if (static_cast<int64_t>(bw.size()) > d.words || static_cast<int64_t>(pw.size()) > d.words ||
+      partial_rows * hg * 512 * 4 > d.partial_bytes || rows > d.max_rows ||
+      static_cast<int64_t>(pages.size()) > d.max_pages) {
+    std::fprintf(stderr, "StageCase: the buffers are too small for this case\n");
+    return false;
+  }
+  MLAPS_CHECK_HIP(hipMemcpy(d.batch_words, bw.data(), bw.size() * 4, hipMemcpyHostToDevice));
+  MLAPS_CHECK_HIP(hipMemcpy(d.plan_words, pw.data(), pw.size() * 4, hipMemcpyHostToDevice));
+  MlaDecodeParams& p = out->decode;
+  p = MlaDecodeParams{};
+  p.q = d.q;
+  p.kv_cache = d.kv;
+  p.kv_indices = d.batch_words + at_idx;
+  p.qo_indptr = d.batch_words + at_qo;
+  p.kv_indptr = d.batch_words + at_kv;
+  p.kv_last_page_lens = d.batch_words + at_last;
+  p.num_requests = batch.num_requests();
+  p.num_q_tokens = batch.total_q_tokens();
+  p.num_pages = d.max_pages;
+  p.num_kv_indices = static_cast<int64_t>(pages.size());
+  p.num_heads = batch.num_heads;
+  p.page_size = batch.page_size;
+  p.dtype = fp8 ? kMlaFp8E4m3fn : kMlaBf16;
+  p.q_scale = fp8 ? 0.5f : 1.0f;
+  p.kv_scale = fp8 ? 0.25f : 1.0f;
+  p.work_indptr = d.plan_words + at_wi;
+  p.work_info = d.plan_words + at_info;
+  p.work_info_capacity = plan.num_works();
+  p.num_cu = plan.num_cu;
+  p.head_fold = plan.head_fold;
+  p.tokens_per_tile = plan.tokens_per_tile;
+  p.rows_per_tile = plan.rows_per_tile;
+  p.o = d.o;
+  p.lse = d.lse;
+  p.partial_o = d.partial_o;
+  p.partial_lse = d.partial_lse;
+  p.partial_rows_capacity = partial_rows;
+  p.status = d.status;
+  MlaReduceParams& r = out->reduce;
+  r = MlaReduceParams{};
+  r.reduce_indptr = d.plan_words + at_ri;
+  r.reduce_final_map = d.plan_words + at_fm;
+  r.reduce_partial_map = d.plan_words + at_pm;
+  r.reduce_partial_map_capacity = static_cast<int64_t>(plan.reduce_partial_map.size());
+  r.num_reduce_tiles = plan.num_reduce_tiles();
+  r.reduce_tiles_capacity = plan.num_reduce_tiles();
+  r.qo_indptr = p.qo_indptr;
+  r.num_requests = p.num_requests;
+  r.num_q_tokens = p.num_q_tokens;
+  r.num_heads = batch.num_heads;
+  r.head_fold = plan.head_fold;
+  r.partial_o = d.partial_o;
+  r.partial_lse = d.partial_lse;
+  r.partial_rows_capacity = partial_rows;
+  r.o = d.o;
+  r.lse = d.lse;
+  r.status = d.status;
+  return true;
+}
+
+// Launches decode (+ reduce when the plan split tiles) once and checks the status word;
+// false, with the reason on stderr, when a launch is refused or the kernel reports an error.
+inline bool RunChecked(const StagedCase& c, hipStream_t stream) {
+  if (LaunchMlaDecode(c.decode, stream) != 0 ||
+      (c.reduce.num_reduce_tiles > 0 && LaunchMlaReduce(c.reduce, stream) != 0)) {
+    const char* de = MlaDecodeParamsError(c.decode);
+    const char* re = MlaReduceParamsError(c.reduce);
+    std::fprintf(stderr, "launch refused: %s / %s\n", de ? de : "-", re ? re : "-");
+    return false;
+  }
+  MLAPS_CHECK_HIP(hipStreamSynchronize(stream));
+  MlaStatus st;
+  MLAPS_CHECK_HIP(hipMemcpy(&st, c.decode.status, sizeof(st), hipMemcpyDeviceToHost));
+  if (st.code != kMlaOk) {
+    std::fprintf(stderr, "kernel status %d (cu %d index %d value %lld)\n", st.code, st.cu, st.index,
+                 static_cast<long long>(st.value));
+    return false;
+  }
+  return true;
+}
+
+// A shuffled page table for `batch` over its first kv_indptr.back() pages.
+template <typename Rng>
+std::vector<int32_t> ShuffledPages(const Batch& batch, Rng& rng) {
+  std::vector<int32_t> pages(batch.kv_indptr.back());
+  for (size_t i = 0; i < pages.size(); ++i) pages[i] = static_cast<int32_t>(i);
+  std::shuffle(pages.begin(), pages.end(), rng);
+  return pages;
+}
+
+}  // namespace mlaps::bench
+
+#endif  // MLAPS_KERNELS_MLA_DECODE_BENCH_HARNESS_H_

@@ -1,0 +1,228 @@
+// The simulator's cost model: item costs (causal trim, kv granularity), per-CU loads and the
+// makespan, the lower bound no plan beats, and the calibrated (ns) unit costs read from the
+// registry, with the registry's checks on them.
+#include "sim/cost_model.h"
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "metadata/batch.h"
+#include "metadata/planner.h"
+#include "metadata/registry.h"
+
+namespace mlaps::sim {
+namespace {
+
+using ::testing::HasSubstr;
+
+WorkPlan PlanOrDie(const Batch& batch, const PlanOptions& options) {
+  absl::StatusOr<WorkPlan> plan = PlanDecode(batch, options);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return plan.ok() ? *plan : WorkPlan{};
+}
+
+PlanOptions Resolved(const Batch& batch, const PlanOptions& options) {
+  absl::StatusOr<PlanOptions> o = ResolveOptions(batch, options);
+  EXPECT_TRUE(o.ok()) << o.status();
+  return o.ok() ? *o : PlanOptions{};
+}
+
+TEST(WorkItemCost, CountsVisibleBlocksUnderTheCausalTrim) {
+  // H = 64, qlen 2: one token per tile. Token 0 sees 960 kv tokens (15 blocks of 64), token 1
+  // sees 961 (16 blocks). One CU, so both tiles are whole items.
+  const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 64, 1, 2, 961, 64);
+  PlanOptions options;
+  options.num_cu = 1;
+  const WorkPlan plan = PlanOrDie(batch, options);
+  ASSERT_EQ(plan.num_works(), 2);
+  CostParams params;
+  params.kv_granularity = 64;
+  params.per_block = 10.0;
+  params.per_item = 3.0;
+  EXPECT_DOUBLE_EQ(WorkItemCost(batch, plan, plan.work_info[0], params), 15 * 10.0 + 3.0);
+  EXPECT_DOUBLE_EQ(WorkItemCost(batch, plan, plan.work_info[1], params), 16 * 10.0 + 3.0);
+}
+
+TEST(WorkItemCost, PiecesOfASplitTileAddUpToTheTile) {
+  // One long request over 8 CUs: its pieces cover the tile's blocks exactly once.
+  const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 1, 1, 40000, 64);
+  PlanOptions options;
+  options.num_cu = 8;
+  const WorkPlan plan = PlanOrDie(batch, options);
+  ASSERT_GT(plan.num_works(), 1);
+  CostParams params;
+  params.kv_granularity = 64;
+  params.per_block = 1.0;
+  params.per_item = 0.0;
+  double blocks = 0;
+  for (const WorkInfo& w : plan.work_info) blocks += WorkItemCost(batch, plan, w, params);
+  EXPECT_DOUBLE_EQ(blocks, std::ceil(40000 / 64.0));
+}
+
+TEST(EvaluatePlan, LoadsMakespanAndBoundAgreeWithTheItems) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 40; ++trial) {
+    std::vector<int> lens(1 + rng() % 64);
+    for (int& l : lens) l = 1 + static_cast<int>(rng() % 20000);
+    const int qlen = 1 + static_cast<int>(rng() % 4);
+    for (int& l : lens) l = std::max(l, qlen);
+    const Batch batch = MakeVarlenBatch(Arch::kSm90, DType::kBf16, 16, lens, qlen, 64);
+    PlanOptions options;
+    options.num_cu = 1 + static_cast<int>(rng() % 132);
+    const WorkPlan plan = PlanOrDie(batch, options);
+    const CostParams params = BlockCostParams(batch, Resolved(batch, options));
+    const CostReport r = EvaluatePlan(batch, plan, params);
+    SCOPED_TRACE(trial);
+    ASSERT_EQ(static_cast<int>(r.cu_load.size()), plan.num_cu);
+    double total = 0, makespan = 0;
+    int works = 0;
+    for (int c = 0; c < plan.num_cu; ++c) {
+      double load = 0;
+      for (int i = plan.work_indptr[c]; i < plan.work_indptr[c + 1]; ++i) {
+        load += WorkItemCost(batch, plan, plan.work_info[i], params);
+      }
+      EXPECT_DOUBLE_EQ(r.cu_load[c], load);
+      EXPECT_EQ(r.cu_items[c], plan.work_indptr[c + 1] - plan.work_indptr[c]);
+      total += load;
+      makespan = std::max(makespan, load);
+      works += r.cu_items[c];
+    }
+    EXPECT_DOUBLE_EQ(r.total, total);
+    EXPECT_DOUBLE_EQ(r.makespan, makespan);
+    EXPECT_EQ(r.works, works);
+    EXPECT_EQ(r.split_tiles, plan.num_reduce_tiles());
+    // No plan beats the bound: the makespan is at least the bound, and the bound is at least
+    // an even spread of the unsplit work.
+    EXPECT_GE(r.makespan + 1e-9, r.lower_bound);
+    EXPECT_GE(r.balance(), 1.0 - 1e-12);
+  }
+}
+
+proto::CostModel TwoTileModel() {
+  proto::CostModel cost;
+  cost.set_ns_per_block(100.0);
+  cost.set_ns_per_item(50.0);
+  proto::TileCost* t16 = cost.add_tile();
+  t16->set_rows(16);
+  t16->set_ns_per_block(700.0);
+  t16->set_ns_per_item(900.0);
+  proto::TileCost* t64 = cost.add_tile();
+  t64->set_rows(64);
+  t64->set_ns_per_block(1000.0);
+  t64->set_ns_per_item(1200.0);
+  return cost;
+}
+
+TEST(TimeCostParams, PicksTheTileEntryForTheRowsInUse) {
+  const proto::CostModel cost = TwoTileModel();
+  struct Case {
+    int heads, qlen;
+    double per_block, per_item;
+  };
+  // (16, 1): 16 rows; (16, 4): 4 tokens x 16 heads = 64; (128, 1): folded into 2 groups of
+  // 64; (32, 1): 32 rows, no entry -> the kernel-wide costs.
+  for (const Case& c : {Case{16, 1, 700, 900}, Case{16, 4, 1000, 1200}, Case{128, 1, 1000, 1200},
+                        Case{32, 1, 100, 50}}) {
+    const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, c.heads, 4, c.qlen, 500, 64);
+    PlanOptions options;
+    options.num_cu = 8;
+    const WorkPlan plan = PlanOrDie(batch, options);
+    absl::StatusOr<CostParams> p = TimeCostParams(batch, Resolved(batch, options), plan, cost);
+    ASSERT_TRUE(p.ok()) << p.status();
+    SCOPED_TRACE(c.heads * 100 + c.qlen);
+    EXPECT_DOUBLE_EQ(p->per_block, c.per_block);
+    EXPECT_DOUBLE_EQ(p->per_item, c.per_item);
+    EXPECT_EQ(p->kv_granularity, 64);
+    // The makespan is then in ns: blocks x ns_per_block + items x ns_per_item on the worst CU.
+    const CostReport r = EvaluatePlan(batch, plan, *p);
+    EXPECT_GT(r.makespan, 0);
+  }
+}
+
+TEST(TimeCostParams, RefusesAnUncalibratedModel) {
+  const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 32, 4, 1, 500, 64);
+  PlanOptions options;
+  options.num_cu = 8;
+  const WorkPlan plan = PlanOrDie(batch, options);
+  proto::CostModel cost = TwoTileModel();
+  cost.set_ns_per_block(0);  // no 32-row entry and no kernel-wide cost
+  absl::StatusOr<CostParams> p = TimeCostParams(batch, Resolved(batch, options), plan, cost);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(p.status().message(), HasSubstr("32-row tiles"));
+}
+
+TEST(RegistryCost, EverySm90RowIsCalibratedForEveryTileItServes) {
+  // The sm90 kernels serve 16, 32, 48 and 64 rows in use (H x tokens per tile); each row of
+  // the registry carries a fitted, positive cost for each (kernels/mla_decode_calibrate).
+  absl::StatusOr<proto::KernelRegistry> registry = LoadRegistry(Arch::kSm90);
+  ASSERT_TRUE(registry.ok()) << registry.status();
+  for (const proto::KernelRow& row : registry->kernel()) {
+    SCOPED_TRACE(row.name());
+    absl::StatusOr<proto::CostModel> cost = VariantCost(Arch::kSm90, row.name());
+    ASSERT_TRUE(cost.ok()) << cost.status();
+    for (int rows : {16, 32, 48, 64}) {
+      bool found = false;
+      for (const proto::TileCost& t : cost->tile()) {
+        if (t.rows() != rows) continue;
+        found = true;
+        EXPECT_GT(t.ns_per_block(), 0);
+        EXPECT_GE(t.ns_per_item(), 0);
+      }
+      EXPECT_TRUE(found) << rows << " rows";
+    }
+  }
+  absl::StatusOr<proto::CostModel> missing = VariantCost(Arch::kSm90, "no_such_kernel");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(RegistryCost, ValidationRejectsBadCosts) {
+  absl::StatusOr<proto::KernelRegistry> base = LoadRegistry(Arch::kSm90);
+  ASSERT_TRUE(base.ok());
+  struct Case {
+    const char* what;
+    void (*mutate)(proto::CostModel*);
+    const char* message;
+  };
+  const Case cases[] = {
+      {"negative block cost", [](proto::CostModel* c) { c->set_ns_per_block(-1); },
+       "must be finite, >= 0"},
+      {"NaN item cost",
+       [](proto::CostModel* c) { c->set_ns_per_item(std::numeric_limits<double>::quiet_NaN()); },
+       "must be finite, >= 0"},
+      {"tile rows 0", [](proto::CostModel* c) { c->add_tile()->set_rows(0); },
+       "is outside [1, rows_per_tile = 64]"},
+      {"tile rows past the tile", [](proto::CostModel* c) { c->add_tile()->set_rows(65); },
+       "is outside [1, rows_per_tile = 64]"},
+      {"repeated rows",
+       [](proto::CostModel* c) {
+         c->add_tile()->set_rows(8);
+         c->add_tile()->set_rows(8);
+       },
+       "repeats an earlier entry"},
+      {"infinite tile cost",
+       [](proto::CostModel* c) {
+         proto::TileCost* t = c->add_tile();
+         t->set_rows(8);
+         t->set_ns_per_block(std::numeric_limits<double>::infinity());
+       },
+       "must be finite, >= 0"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    proto::KernelRegistry registry = *base;
+    c.mutate(registry.mutable_kernel(0)->mutable_cost());
+    const absl::Status s = ValidateRegistry(registry);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr(c.message));
+    EXPECT_THAT(s.message(), HasSubstr("cost"));
+  }
+}
+
+}  // namespace
+}  // namespace mlaps::sim

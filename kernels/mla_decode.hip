@@ -123,24 +123,56 @@ const char* MlaReduceParamsError(const MlaReduceParams& p) {
   return nullptr;
 }
 
-int64_t MlaDecodeSharedBytes(MlaDType dtype) {
+namespace {
+
+// The compact layout pays only with two blocks an SM: a grid of at most one block per SM
+// keeps the 64-row layout (deeper ring, one block's worth of shared memory).
+bool UseCompact(const MlaDecodeParams& p) {
+  if (!kMmaPath || !mla::CompactLayoutFits(p)) return false;
+  int device = 0, sms = 0;
+  if (hipGetDevice(&device) != hipSuccess ||
+      hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device) != hipSuccess) {
+    return false;
+  }
+  return p.num_cu > sms;
+}
+
+}  // namespace
+
+int64_t MlaDecodeSharedBytes(const MlaDecodeParams& p) {
   if (!kMmaPath) return 0;
-  return dtype == kMlaFp8E4m3fn ? mla::MmaLayout<true>::kBytes : mla::MmaLayout<false>::kBytes;
+  const bool fp8 = p.dtype == kMlaFp8E4m3fn;
+  if (UseCompact(p)) {
+    return fp8 ? mla::MmaLayout<true, 1>::kBytes : mla::MmaLayout<false, 1>::kBytes;
+  }
+  return fp8 ? mla::MmaLayout<true>::kBytes : mla::MmaLayout<false>::kBytes;
+}
+
+int MlaDecodeBlocksPerSm(const MlaDecodeParams& p) {
+  return kMmaPath && mla::CompactLayoutFits(p) ? 2 : 1;
 }
 
 int LaunchMlaDecode(const MlaDecodeParams& params, void* stream) {
   if (MlaDecodeParamsError(params) != nullptr) return hipErrorInvalidValue;
   const bool fp8 = params.dtype == kMlaFp8E4m3fn;
-  const int smem = static_cast<int>(MlaDecodeSharedBytes(params.dtype));
+  const int smem = static_cast<int>(MlaDecodeSharedBytes(params));
   const int threads = params.block_threads != 0 ? params.block_threads : kDefaultThreads;
   const bool wide = threads == 512;
-  auto* kernel = fp8 ? (wide ? mla::MlaDecodeKernel<true, 16> : mla::MlaDecodeKernel<true, 8>)
-                     : (wide ? mla::MlaDecodeKernel<false, 16> : mla::MlaDecodeKernel<false, 8>);
-  const int variant = (fp8 ? 2 : 0) + (wide ? 1 : 0);
+  const bool compact = UseCompact(params);
+  using Kernel = void (*)(MlaDecodeParams);
+  // [fp8][0: 64-row 256 threads, 1: 64-row 512 threads, 2: compact 256 threads]
+  static constexpr Kernel kKernels[2][3] = {
+      {mla::MlaDecodeKernel<false, 8, 4>, mla::MlaDecodeKernel<false, 16, 4>,
+       mla::MlaDecodeKernel<false, 8, 1>},
+      {mla::MlaDecodeKernel<true, 8, 4>, mla::MlaDecodeKernel<true, 16, 4>,
+       mla::MlaDecodeKernel<true, 8, 1>}};
+  const int shape = compact ? 2 : wide ? 1 : 0;
+  const Kernel kernel = kKernels[fp8 ? 1 : 0][shape];
+  const int variant = (fp8 ? 3 : 0) + shape;
   // Above 48 KB a block's dynamic shared memory must be allowed explicitly, once per kernel
-  // (the first launch of each dtype does it, so later launches, e.g. under graph capture,
-  // make no runtime calls besides the launch).
-  static std::atomic<bool> allowed[4] = {false, false, false, false};
+  // (the first launch of each does it, so later launches, e.g. under graph capture, make no
+  // runtime calls besides the launch).
+  static std::atomic<bool> allowed[6] = {false, false, false, false, false, false};
   if (smem > 48 * 1024 && !allowed[variant].load(std::memory_order_acquire)) {
     const hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(kernel),
                                              hipFuncAttributeMaxDynamicSharedMemorySize, smem);

@@ -57,7 +57,7 @@ double PredictedDecodeUs(const Batch& batch, const PlanOptions& options, const W
 
 struct Row {
   std::string dtype;
-  int batch, ctx, heads, qlen, items, splits;
+  int batch, ctx, heads, qlen, items, splits, blocks;
   float decode_us, reduce_us, total_us;
   double tbps, tflops;
   double predicted_us;  // the simulator's makespan under the registry's calibrated costs; < 0: none
@@ -128,8 +128,8 @@ int Main(const Filter& filter) {
         const Batch batch =
             MakeUniformBatch(Arch::kSm90, dtype, s.heads, batch_size, s.qlen, ctx, page);
         PlanOptions options;
-        options.num_cu = num_cu;
-        absl::StatusOr<WorkPlan> plan = PlanDecode(batch, options);
+        absl::StatusOr<WorkPlan> plan = bench::PlanForDevice(batch, options, num_cu);
+        options.num_cu = plan.ok() ? plan->num_cu : num_cu;
         if (!plan.ok()) {
           std::fprintf(stderr, "plan: %s\n", std::string(plan.status().message()).c_str());
           return 1;
@@ -157,6 +157,7 @@ int Main(const Filter& filter) {
         row.heads = s.heads;
         row.qlen = s.qlen;
         row.items = plan->num_works();
+        row.blocks = plan->num_cu;
         row.splits = plan->num_reduce_tiles();
         row.decode_us = 1e3f * TimeGraph(stream, [&] { LaunchMlaDecode(p, stream); });
         row.reduce_us = plan->num_reduce_tiles() > 0
@@ -186,9 +187,10 @@ int Main(const Filter& filter) {
   std::printf("\ndecode block threads: %s\n", threads_env ? threads_env : "default");
   // sim_us: the simulator's predicted decode time (makespan of the plan under the sm90
   // registry's calibrated costs); sim_err: (sim_us - decode_us) / decode_us.
-  std::printf("%-5s %5s %6s %4s %4s %6s %6s %10s %10s %10s %8s %9s %8s %9s %8s\n", "dtype", "batch",
-              "ctx", "H", "qlen", "items", "splits", "decode_us", "reduce_us", "total_us", "TB/s",
-              "TFLOP/s", "reduce%", "sim_us", "sim_err");
+  // blocks: persistent decode blocks (the plan's CUs; 2 an SM for 16-row tiles).
+  std::printf("%-5s %5s %6s %4s %4s %6s %6s %6s %10s %10s %10s %8s %9s %8s %9s %8s\n", "dtype",
+              "batch", "ctx", "H", "qlen", "blocks", "items", "splits", "decode_us", "reduce_us",
+              "total_us", "TB/s", "TFLOP/s", "reduce%", "sim_us", "sim_err");
   for (const Row& r : rows) {
     char sim[32] = "-", err[32] = "-";
     if (r.predicted_us >= 0) {
@@ -196,10 +198,11 @@ int Main(const Filter& filter) {
       std::snprintf(err, sizeof(err), "%+.1f%%",
                     100.0 * (r.predicted_us - r.decode_us) / r.decode_us);
     }
-    std::printf("%-5s %5d %6d %4d %4d %6d %6d %10.1f %10.1f %10.1f %8.2f %9.1f %7.1f%% %9s %8s\n",
-                r.dtype.c_str(), r.batch, r.ctx, r.heads, r.qlen, r.items, r.splits, r.decode_us,
-                r.reduce_us, r.total_us, r.tbps, r.tflops,
-                r.decode_us > 0 ? 100.0 * r.reduce_us / r.decode_us : 0.0, sim, err);
+    std::printf(
+        "%-5s %5d %6d %4d %4d %6d %6d %6d %10.1f %10.1f %10.1f %8.2f %9.1f %7.1f%% %9s %8s\n",
+        r.dtype.c_str(), r.batch, r.ctx, r.heads, r.qlen, r.blocks, r.items, r.splits, r.decode_us,
+        r.reduce_us, r.total_us, r.tbps, r.tflops,
+        r.decode_us > 0 ? 100.0 * r.reduce_us / r.decode_us : 0.0, sim, err);
   }
   return 0;
 }

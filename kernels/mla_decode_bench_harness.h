@@ -11,9 +11,12 @@
 #include <cstdlib>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "kernels/mla_decode.h"
 #include "kernels/platform/hip_runtime.h"
 #include "metadata/batch.h"
+#include "metadata/planner.h"
+#include "metadata/registry.h"
 #include "metadata/work_plan.h"
 
 #define MLAPS_CHECK_HIP(expr)                                                                   \
@@ -236,6 +239,23 @@ inline bool RunChecked(const StagedCase& c, hipStream_t stream) {
     return false;
   }
   return true;
+}
+
+// The plan for this device: the planner's default grid (the variant's blocks_per_cu per CU,
+// from the registry) with the device's SM count in place of the arch default.
+inline absl::StatusOr<WorkPlan> PlanForDevice(const Batch& batch, PlanOptions options, int sms) {
+  VariantQuery query;
+  query.arch = batch.arch;
+  query.q_dtype = batch.q_dtype;
+  query.kv_dtype = batch.kv_dtype;
+  query.num_heads = batch.num_heads;
+  query.qlen = batch.max_qlen();
+  query.cp_round_robin = batch.cp_round_robin;
+  query.lse = options.lse;
+  absl::StatusOr<ResolvedVariant> variant = ResolveVariant(query);
+  if (!variant.ok()) return variant.status();
+  options.num_cu = sms * variant->blocks_per_cu;
+  return PlanDecode(batch, options);
 }
 
 // A shuffled page table for `batch` over its first kv_indptr.back() pages.

@@ -175,9 +175,9 @@ int Main() {
         for (int& l : lens) l = std::max(l, shape.qlen);
         run.batch = MakeVarlenBatch(Arch::kSm90, dtype, shape.heads, lens, shape.qlen, page);
         PlanOptions options;
-        options.num_cu = num_cu;
+        absl::StatusOr<WorkPlan> plan = bench::PlanForDevice(run.batch, options, num_cu);
+        options.num_cu = plan.ok() ? plan->num_cu : num_cu;
         absl::StatusOr<PlanOptions> resolved = ResolveOptions(run.batch, options);
-        absl::StatusOr<WorkPlan> plan = PlanDecode(run.batch, options);
         if (!resolved.ok() || !plan.ok()) {
           std::fprintf(stderr, "plan: %s\n", std::string(plan.status().message()).c_str());
           return 1;
@@ -237,7 +237,8 @@ int Main() {
         MLAPS_CHECK_HIP(hipEventElapsedTime(&ms, ev0, ev1));
         run.traced_us = 1e3 * ms;
         std::vector<MlaTraceEntry> entries(run.items);
-        std::vector<int32_t> counts(num_cu);
+        const int blocks = run.plan.num_cu;
+        std::vector<int32_t> counts(blocks);
         MLAPS_CHECK_HIP(hipMemcpy(entries.data(), trace, entries.size() * sizeof(MlaTraceEntry),
                                   hipMemcpyDeviceToHost));
         MLAPS_CHECK_HIP(
@@ -247,8 +248,8 @@ int Main() {
         blocks_only.per_block = 1.0;
         blocks_only.per_item = 0.0;
         std::vector<Sample>& fill = samples[{run.dtype, run.rows}];
-        run.cu_cycles.assign(num_cu, 0.0);
-        for (int c = 0; c < num_cu; ++c) {
+        run.cu_cycles.assign(blocks, 0.0);
+        for (int c = 0; c < blocks; ++c) {
           const int w0 = run.plan.work_indptr[c], w1 = run.plan.work_indptr[c + 1];
           if (counts[c] != w1 - w0) {
             std::fprintf(stderr, "cu %d ran %d items, the plan gives it %d\n", c, counts[c],

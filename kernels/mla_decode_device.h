@@ -179,7 +179,7 @@ __device__ __forceinline__ int64_t VisibleEnd(const MlaDecodeParams& p, const It
 // block computes the same answer; only the caller's thread 0 reports. Returns 0 or the
 // MlaStatusCode, with *value the offending value.
 __device__ inline int DecodeItem(const MlaDecodeParams& p, const int32_t (&info)[8], Item* it,
-                                 int64_t* value) {
+                                 int64_t* value, int max_rows) {
   const int r = p.head_fold;
   const int v = info[0];
   *value = v;
@@ -198,7 +198,7 @@ __device__ inline int DecodeItem(const MlaDecodeParams& p, const int32_t (&info)
   const int64_t qs = info[2], qe = info[3];
   *value = qe;
   if (qs < fqo || qe <= qs || qe > fqo + it->qlen || qe - qs > p.tokens_per_tile ||
-      (qe - qs) * it->hpg > kTileRows) {
+      (qe - qs) * it->hpg > max_rows) {
     return kMlaBadQoRange;
   }
   it->tokens = static_cast<int>(qe - qs);
@@ -296,25 +296,36 @@ struct BlockShape {
   static_assert(kW == 8 || kW == 16, "8 or 16 warps");
 };
 
-template <bool kFp8>
+// kRg: row groups of 16 the Q tile holds. 4: the registry's 64-row tiles, one block per SM
+// (~211 KB). 1: the compact layout for tiles of <= 16 rows in use ((H / r) x tokens, e.g.
+// H = 16, qlen 1): 16-row Q and a two-block ring, ~111 KB and <= 128 registers a thread, so
+// two blocks share an SM (twice the warps to hide latency; see UseCompactLayout).
+template <bool kFp8, int kRg = 4>
 struct MmaLayout {
-  static constexpr int kStages = kFp8 ? 5 : 3;  // kv blocks in the ring (~74 KB either way)
+  static constexpr int kQRows = 16 * kRg;
+  // kv blocks in the ring: 64-row tiles ~74 KB either dtype; compact two blocks.
+  static constexpr int kStages = kRg == 4 ? (kFp8 ? 5 : 3) : 2;
   static constexpr int kTile16 = kBlockN * kStride * 2;  // one 16-bit kv block
   static constexpr int kQ = 0;
-  static constexpr int kKv16 = kQ + kTileRows * kStride * 2;
+  static constexpr int kKv16 = kQ + kQRows * kStride * 2;
   // bf16: the ring itself; fp8: one f16 block the landed fp8 block is widened into.
   static constexpr int kKv8 = kKv16 + (kFp8 ? 1 : kStages) * kTile16;
   static constexpr int kP = kKv8 + (kFp8 ? kStages * kBlockN * kDimQk : 0);
   // bf16: P is split into bf16 hi + lo parts (kPLo holds lo), see SoftmaxBlock.
-  static constexpr int kPLo = kP + kTileRows * kPStride * 2;
-  static constexpr int kSx = kPLo + (kFp8 ? 0 : kTileRows * kPStride * 2);
+  static constexpr int kPLo = kP + kQRows * kPStride * 2;
+  static constexpr int kSx = kPLo + (kFp8 ? 0 : kQRows * kPStride * 2);
+  static_assert(kRg == 1 || kRg == 4, "64-row or compact 16-row tiles");
   static constexpr int kAlpha = kSx + kSxRows * kSxStride * 4;
-  static constexpr int kRowM = kAlpha + kTileRows * 4;
-  static constexpr int kRowL = kRowM + kTileRows * 4;
-  static constexpr int kBytes = kRowL + kTileRows * 4;
+  static constexpr int kRowM = kAlpha + kQRows * 4;
+  static constexpr int kRowL = kRowM + kQRows * 4;
+  static constexpr int kBytes = kRowL + kQRows * 4;
 };
 static_assert(MmaLayout<false>::kBytes <= 227 * 1024, "bf16 layout fits an H100/H200 block");
 static_assert(MmaLayout<true>::kBytes <= 227 * 1024, "fp8 layout fits an H100/H200 block");
+// Two compact blocks (plus 1 KB the hardware reserves for each) fit an SM's 228 KB.
+static_assert(2 * (MmaLayout<false, 1>::kBytes + 1024) <= 228 * 1024 &&
+                  2 * (MmaLayout<true, 1>::kBytes + 1024) <= 228 * 1024,
+              "two compact blocks share an H100/H200 SM");
 static_assert(MmaLayout<false>::kKv16 % 16 == 0 && MmaLayout<true>::kKv8 % 16 == 0 &&
                   MmaLayout<true>::kP % 16 == 0 && MmaLayout<false>::kSx % 16 == 0,
               "16-byte aligned regions");
@@ -544,10 +555,10 @@ __device__ __forceinline__ void PartialScores(const uint16_t* q_s, const uint16_
 
 // O[rg rows, this warp's kNt*8 columns] += P[rg rows, kBlockN] V[kBlockN, columns] for
 // every valid row group (o[rg][nt] is the m16n8 accumulator of columns col0 + nt*8 ..).
-template <bool kF16, int kNt>
+template <bool kF16, int kNt, int kRg>
 __device__ __forceinline__ void AccumulatePv(const uint16_t* p_s, const uint16_t* p_lo_s,
                                              const uint16_t* kv_t, int col0, int nrg, int lane,
-                                             float (&o)[4][kNt][4]) {
+                                             float (&o)[kRg][kNt][4]) {
 #pragma unroll
   for (int kk = 0; kk < kBlockN / 16; ++kk) {
     // V B-fragments by ldmatrix.trans over token rows: lane -> token kk*16 + ((lane/8)%2)*8
@@ -564,7 +575,7 @@ __device__ __forceinline__ void AccumulatePv(const uint16_t* p_s, const uint16_t
       vb[2 * np + 1][1] = r[3];
     }
 #pragma unroll
-    for (int rg = 0; rg < 4; ++rg) {
+    for (int rg = 0; rg < kRg; ++rg) {
       if (rg < nrg) {
         const int at = (rg * 16 + (lane & 15)) * kPStride + kk * 16 + (lane >> 4) * 8;
         uint32_t a[4];
@@ -652,9 +663,9 @@ __device__ __forceinline__ void SoftmaxBlock(float (&s)[kBlockN / 8][4], int64_t
 }
 
 // One work item on the tensor cores. Preconditions: `it` validated; no cp.async pending.
-template <bool kFp8, int kW>
+template <bool kFp8, int kW, int kRg>
 __device__ void RunItemMma(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu) {
-  using L = MmaLayout<kFp8>;
+  using L = MmaLayout<kFp8, kRg>;
   using B = BlockShape<kW>;
   constexpr int kNt = B::kColTiles;
   constexpr int kStages = L::kStages;
@@ -709,9 +720,9 @@ __device__ void RunItemMma(const MlaDecodeParams& p, const Item& it, uint8_t* sm
   }
   int32_t next_page = kStages - 1 < nblk ? LoadPageId<kW>(p, it, kStages - 1) : -1;
 
-  float o[4][kNt][4];
+  float o[kRg][kNt][4];
 #pragma unroll
-  for (int rg = 0; rg < 4; ++rg) {
+  for (int rg = 0; rg < kRg; ++rg) {
 #pragma unroll
     for (int nt = 0; nt < kNt; ++nt) {
 #pragma unroll
@@ -775,7 +786,7 @@ __device__ void RunItemMma(const MlaDecodeParams& p, const Item& it, uint8_t* sm
     }
     __syncthreads();  // P and alpha are in shared memory
 #pragma unroll
-    for (int rg = 0; rg < 4; ++rg) {
+    for (int rg = 0; rg < kRg; ++rg) {
       if (rg < nrg) {
         const float a0 = alpha_s[rg * 16 + g], a1 = alpha_s[rg * 16 + g + 8];
 #pragma unroll
@@ -787,7 +798,7 @@ __device__ void RunItemMma(const MlaDecodeParams& p, const Item& it, uint8_t* sm
         }
       }
     }
-    AccumulatePv<kFp8, kNt>(p_s, p_lo_s, kv_t, warp * B::kCols, nrg, lane, o);
+    AccumulatePv<kFp8, kNt, kRg>(p_s, p_lo_s, kv_t, warp * B::kCols, nrg, lane, o);
   }
   CpAsyncWait<0>();  // only empty groups can be left; the next item starts clean
 
@@ -804,7 +815,7 @@ __device__ void RunItemMma(const MlaDecodeParams& p, const Item& it, uint8_t* sm
   __syncthreads();
   const int col0 = warp * B::kCols;
 #pragma unroll
-  for (int rg = 0; rg < 4; ++rg) {
+  for (int rg = 0; rg < kRg; ++rg) {
     if (rg < nrg) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -941,7 +952,7 @@ __device__ inline void ClearEmptyRequests(const MlaDecodeParams& p) {
   }
 }
 
-template <bool kFp8, int kW>
+template <bool kFp8, int kW, int kRg>
 __device__ void DecodeBlock(const MlaDecodeParams& p) {
   const int cu = blockIdx.x;
   const int64_t w0 = p.work_indptr[cu], w1 = p.work_indptr[cu + 1];
@@ -955,7 +966,7 @@ __device__ void DecodeBlock(const MlaDecodeParams& p) {
       for (int k = 0; k < 8; ++k) info[k] = p.work_info[w * 8 + k];
       Item it;
       int64_t value = 0;
-      const int code = DecodeItem(p, info, &it, &value);
+      const int code = DecodeItem(p, info, &it, &value, 16 * kRg);
       MlaTraceEntry* entry = nullptr;
       if (p.trace != nullptr && threadIdx.x == 0) {
         if (w0 + order < p.trace_capacity) {
@@ -976,7 +987,7 @@ __device__ void DecodeBlock(const MlaDecodeParams& p) {
         continue;
       }
 #if MLAPS_MLA_MMA
-      RunItemMma<kFp8, kW>(p, it, DynamicSmem(), cu);
+      RunItemMma<kFp8, kW, kRg>(p, it, DynamicSmem(), cu);
 #else
       RunItemGeneric<kFp8>(p, it, cu);
 #endif
@@ -987,10 +998,19 @@ __device__ void DecodeBlock(const MlaDecodeParams& p) {
   ClearEmptyRequests(p);
 }
 
-// kW warps (8 or 16) a block; one block per SM (its shared memory takes the SM).
-template <bool kFp8, int kW>
-__global__ void __launch_bounds__(kW * 32, 1) MlaDecodeKernel(const MlaDecodeParams p) {
-  DecodeBlock<kFp8, kW>(p);
+// kW warps (8 or 16) a block; kRg row groups in the Q tile (4: one block per SM, its shared
+// memory takes the SM; 1: the compact layout, two blocks per SM, so <= 128 registers).
+template <bool kFp8, int kW, int kRg>
+__global__ void __launch_bounds__(kW * 32, kRg == 1 ? 2 : 1)
+    MlaDecodeKernel(const MlaDecodeParams p) {
+  DecodeBlock<kFp8, kW, kRg>(p);
+}
+
+// Whether the tensor-core path runs a launch with the compact layout (MmaLayout<., 1>): 256
+// threads and a plan whose tiles use <= 16 rows ((H / head_fold) x tokens_per_tile).
+__host__ __device__ inline bool CompactLayoutFits(const MlaDecodeParams& p) {
+  const int threads = p.block_threads != 0 ? p.block_threads : kThreads;
+  return threads == 256 && p.head_fold >= 1 && p.num_heads / p.head_fold * p.tokens_per_tile <= 16;
 }
 
 }  // namespace mla

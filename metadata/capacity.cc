@@ -28,7 +28,8 @@ absl::StatusOr<PlanCapacity> ComputePlanCapacity(const CapacityQuery& query) {
         "capacity needs max_batch >= 1 (got ", query.max_batch, "), max_qlen >= 1 (got ",
         query.max_qlen, ") and num_cu >= 0 (got ", query.num_cu, ")"));
   }
-  const int64_t num_cu = query.num_cu == 0 ? DefaultNumCu(query.arch) : query.num_cu;
+  // The planner's default grid grows with the variant's blocks_per_cu: take the largest.
+  int64_t num_cu = query.num_cu;
   int64_t max_fold = 0, max_tiles_per_request = 0, max_tokens_per_tile = 0;
   absl::Status last_error;
   // The matching rows only change where some Serves range starts or ends, and within a
@@ -53,6 +54,9 @@ absl::StatusOr<PlanCapacity> ComputePlanCapacity(const CapacityQuery& query) {
     if (!v.ok()) {
       last_error = v.status();
       continue;
+    }
+    if (query.num_cu == 0) {
+      num_cu = std::max<int64_t>(num_cu, int64_t{DefaultNumCu(query.arch)} * v->blocks_per_cu);
     }
     max_fold = std::max<int64_t>(max_fold, v->head_fold);
     max_tokens_per_tile = std::max<int64_t>(max_tokens_per_tile, v->tokens_per_tile);

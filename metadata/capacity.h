@@ -19,7 +19,7 @@ struct CapacityQuery {
   int num_heads = 16;
   int max_batch = 1;  // requests (sparse per-token mode: tokens T = B * qlen)
   int max_qlen = 1;   // q tokens per request (sparse: 1)
-  int num_cu = 0;     // 0: DefaultNumCu(arch)
+  int num_cu = 0;     // 0: the planner's default (DefaultNumCu(arch) x blocks_per_cu)
   bool cp_round_robin = false;
   bool lse = false;
 };

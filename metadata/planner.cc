@@ -246,7 +246,6 @@ absl::StatusOr<PlanSizes> PlanDecodeInto(const Batch& batch, const PlanOptions& 
   if (absl::Status s = ValidateBatch(batch); !s.ok()) return s;
   absl::StatusOr<PlanOptions> resolved = ResolveOptions(batch, options);
   if (!resolved.ok()) return resolved.status();
-  const PlanOptions& o = *resolved;
   VariantQuery query;
   query.arch = batch.arch;
   query.q_dtype = batch.q_dtype;
@@ -254,9 +253,12 @@ absl::StatusOr<PlanSizes> PlanDecodeInto(const Batch& batch, const PlanOptions& 
   query.num_heads = batch.num_heads;
   query.qlen = batch.max_qlen();
   query.cp_round_robin = batch.cp_round_robin;
-  query.lse = o.lse;
+  query.lse = resolved->lse;
   absl::StatusOr<ResolvedVariant> variant = ResolveVariant(query);
   if (!variant.ok()) return variant.status();
+  // The default grid: every CU's share of persistent blocks for these tiles (registry).
+  if (options.num_cu == 0) resolved->num_cu *= variant->blocks_per_cu;
+  const PlanOptions& o = *resolved;
 
   const std::vector<QoTile> tiles = BuildTiles(batch, *variant, o.kv_granularity);
   std::vector<Assignment> assignments;
@@ -360,8 +362,10 @@ absl::StatusOr<WorkPlan> PlanDecode(const Batch& batch, const PlanOptions& optio
   if (absl::Status s = ValidateBatch(batch); !s.ok()) return s;
   absl::StatusOr<PlanOptions> o = ResolveOptions(batch, options);
   if (!o.ok()) return o.status();
+  // options.num_cu, not o->num_cu: 0 lets the capacity (and PlanDecodeInto) apply the
+  // variant's blocks_per_cu to the default grid.
   absl::StatusOr<PlanCapacity> capacity =
-      ComputePlanCapacity(CapacityQueryOf(batch, o->num_cu, o->lse));
+      ComputePlanCapacity(CapacityQueryOf(batch, options.num_cu, o->lse));
   if (!capacity.ok()) return capacity.status();
   WorkPlan plan;
   plan.qo_indptr.resize(capacity->qo_indptr);
@@ -371,7 +375,7 @@ absl::StatusOr<WorkPlan> PlanDecode(const Batch& batch, const PlanOptions& optio
   plan.reduce_final_map.resize(capacity->reduce_final_map);
   plan.reduce_partial_map.resize(capacity->reduce_partial_map);
   absl::StatusOr<PlanSizes> sizes = PlanDecodeInto(
-      batch, *o,
+      batch, options,
       PlanBuffers{absl::MakeSpan(plan.qo_indptr), absl::MakeSpan(plan.work_indptr),
                   absl::MakeSpan(plan.work_info), absl::MakeSpan(plan.reduce_indptr),
                   absl::MakeSpan(plan.reduce_final_map), absl::MakeSpan(plan.reduce_partial_map)});
@@ -382,6 +386,7 @@ absl::StatusOr<WorkPlan> PlanDecode(const Batch& batch, const PlanOptions& optio
   plan.head_fold = sizes->variant.head_fold;
   plan.num_cu = sizes->num_cu;
   plan.qo_indptr.resize(sizes->num_virtual_requests + 1);
+  plan.work_indptr.resize(sizes->num_cu + 1);  // the capacity may cover a larger default grid
   plan.work_info.resize(sizes->num_works);
   plan.reduce_indptr.resize(sizes->num_reduce_tiles + 1);
   plan.reduce_final_map.resize(2 * sizes->num_reduce_tiles);

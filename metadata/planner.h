@@ -32,7 +32,8 @@ absl::string_view PolicyName(PlanPolicy policy);
 absl::StatusOr<PlanPolicy> ParsePolicy(absl::string_view name);
 
 struct PlanOptions {
-  int num_cu = 0;               // 0: DefaultNumCu(batch.arch)
+  int num_cu = 0;               // persistent blocks (the grid); 0: DefaultNumCu(batch.arch)
+                                // x the variant's blocks_per_cu for the plan's tiles
   int kv_granularity = 0;       // kv tokens per cost block, a power of two; 0: AITER's
                                 // max(16, page_size), so splits fall on page boundaries
   int fixed_overhead = -1;      // blocks per work item; -1: AITER's max(1, ceil(16 / page))
@@ -62,7 +63,9 @@ struct Assignment {
   int64_t kv_begin, kv_end;
 };
 
-// The options with defaults filled in and checked against the batch.
+// The options with defaults filled in and checked against the batch. num_cu 0 becomes
+// DefaultNumCu(arch); PlanDecode then multiplies that default by the variant's
+// blocks_per_cu (the plan's num_cu is the grid actually planned).
 // Errors: InvalidArgument naming the option and value.
 absl::StatusOr<PlanOptions> ResolveOptions(const Batch& batch, const PlanOptions& options);
 

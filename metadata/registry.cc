@@ -167,6 +167,10 @@ absl::Status ValidateCost(const proto::CostModel& cost, int rows_per_tile,
                                                      ", ns_per_item = ", t.ns_per_item(),
                                                      " (must be finite, >= 0)"));
     }
+    if (t.blocks_per_cu() < 0 || t.blocks_per_cu() > 8) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ".blocks_per_cu = ", t.blocks_per_cu(), " is outside [0, 8]"));
+    }
   }
   return absl::OkStatus();
 }
@@ -289,6 +293,11 @@ absl::StatusOr<ResolvedVariant> ResolveVariant(const proto::KernelRegistry& regi
       if (v.heads_per_group > v.rows_per_tile) continue;  // unvalidated registry
       v.tokens_per_tile = std::min(query.qlen, v.rows_per_tile / v.heads_per_group);
       v.cost = row.cost();
+      for (const proto::TileCost& t : row.cost().tile()) {
+        if (t.rows() == v.heads_per_group * v.tokens_per_tile) {
+          v.blocks_per_cu = std::max(1, t.blocks_per_cu());
+        }
+      }
       return v;
     }
   }

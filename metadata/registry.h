@@ -35,6 +35,8 @@ struct ResolvedVariant {
   int head_fold = 1;         // r: each request runs as r virtual requests of H / r heads
   int heads_per_group = 16;  // H / r
   int tokens_per_tile = 1;   // min(qlen, rows_per_tile / heads_per_group)
+  int blocks_per_cu = 1;     // persistent blocks a CU runs at once for these tiles (registry
+                             // TileCost for heads_per_group * tokens_per_tile rows; else 1)
   proto::CostModel cost;     // per-block and per-item cost of this variant
 };
 

@@ -15,6 +15,7 @@
 #include "metadata/batch.h"
 #include "metadata/cp_shard.h"
 #include "metadata/planner.h"
+#include "metadata/registry.h"
 #include "metadata/work_plan.h"
 #include "sim/cp_merge.h"
 #include "sim/decode_case.h"
@@ -109,16 +110,24 @@ EmuResult RunEmulated(const sim::DecodeCase& c, const WorkPlan& plan, int warps,
   p.trace_clocks = true;
   MlaReduceParams rp = testing::ReduceParamsFor(batch, plan, ba, pa, partial_rows, d);
   EmuResult r;
+  if (warps == 16) p.block_threads = 512;
+    // The launcher's choice: the compact layout (two blocks an SM) for tiles of <= 16 rows.
 #if MLAPS_MLA_MMA
-  const size_t smem = fp8 ? mla::MmaLayout<true>::kBytes : mla::MmaLayout<false>::kBytes;
+  const bool compact = mla::CompactLayoutFits(p);
+  const size_t smem =
+      compact ? (fp8 ? mla::MmaLayout<true, 1>::kBytes : mla::MmaLayout<false, 1>::kBytes)
+              : (fp8 ? mla::MmaLayout<true>::kBytes : mla::MmaLayout<false>::kBytes);
 #else
+  const bool compact = false;
   const size_t smem = 0;
 #endif
   r.error = mlaps_emu::Launch(dim3(plan.num_cu), dim3(warps * 32), smem, [&] {
     if (warps == 16) {
-      fp8 ? mla::MlaDecodeKernel<true, 16>(p) : mla::MlaDecodeKernel<false, 16>(p);
+      fp8 ? mla::MlaDecodeKernel<true, 16, 4>(p) : mla::MlaDecodeKernel<false, 16, 4>(p);
+    } else if (compact) {
+      fp8 ? mla::MlaDecodeKernel<true, 8, 1>(p) : mla::MlaDecodeKernel<false, 8, 1>(p);
     } else {
-      fp8 ? mla::MlaDecodeKernel<true, 8>(p) : mla::MlaDecodeKernel<false, 8>(p);
+      fp8 ? mla::MlaDecodeKernel<true, 8, 4>(p) : mla::MlaDecodeKernel<false, 8, 4>(p);
     }
   });
   if (r.error.empty() && rp.reduce_tiles_capacity > 0) {
@@ -229,6 +238,46 @@ TEST(MlaDecodeEmuTest, LongItemsWrapTheCopyRing) {
   CheckCase(sim::MakeDecodeCase(bf16, 9), Plan(bf16, 1), "bf16 H64 q1 ctx330 cu1");
   const Batch fp8 = MakeUniformBatch(Arch::kSm90, DType::kFp8, 16, 1, 4, 400, 16);
   CheckCase(sim::MakeDecodeCase(fp8, 10, 0.5, 2.0), Plan(fp8, 1), "fp8 H16 q4 ctx400 cu1");
+}
+
+#if MLAPS_MLA_MMA
+TEST(MlaDecodeEmuTest, RegistryBlocksPerCuMatchesTheKernel) {
+  // The planner's default grid (registry blocks_per_cu) and the kernel's layout choice agree
+  // for every tile fill the sm90 kernels serve: two blocks a CU exactly where the compact
+  // layout fits.
+  for (DType dtype : {DType::kBf16, DType::kFp8}) {
+    for (int heads : {16, 32, 48, 64, 128}) {
+      for (int qlen : {1, 2, 3, 4}) {
+        absl::StatusOr<ResolvedVariant> v =
+            ResolveVariant({Arch::kSm90, dtype, dtype, heads, qlen, false, true});
+        ASSERT_TRUE(v.ok()) << v.status();
+        MlaDecodeParams p;
+        p.num_heads = heads;
+        p.head_fold = v->head_fold;
+        p.tokens_per_tile = v->tokens_per_tile;
+        EXPECT_EQ(v->blocks_per_cu, mla::CompactLayoutFits(p) ? 2 : 1)
+            << "H" << heads << " q" << qlen;
+      }
+    }
+  }
+}
+#endif
+
+TEST(MlaDecodeEmuTest, CompactLayoutForSixteenRowTiles) {
+  // H = 16, qlen 1: 16-row tiles run the compact layout (two-block ring, 16-row Q) with 8
+  // warps; long items wrap its ring many times, varlen lengths end blocks mid-page.
+  for (DType dtype : {DType::kBf16, DType::kFp8}) {
+    const Batch batch = MakeVarlenBatch(Arch::kSm90, dtype, 16, {333, 47, 1000}, 1, 16);
+    const sim::DecodeCase c = dtype == DType::kFp8 ? sim::MakeDecodeCase(batch, 12, 0.5, 2.0)
+                                                   : sim::MakeDecodeCase(batch, 12);
+    MlaDecodeParams probe;
+    probe.num_heads = 16;
+    probe.head_fold = 1;
+    probe.tokens_per_tile = 1;
+    ASSERT_TRUE(mla::CompactLayoutFits(probe));
+    CheckCase(c, Plan(batch, 3),
+              dtype == DType::kFp8 ? "fp8 H16 q1 compact" : "bf16 H16 q1 compact");
+  }
 }
 
 // CP round-robin: every rank of W in {2, 3}, I in {1, 16 (page 64)} runs its shard

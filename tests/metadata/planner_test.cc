@@ -25,12 +25,37 @@ WorkPlan PlanOrDie(const Batch& batch, const PlanOptions& options = {}) {
 }
 
 TEST(Planner, UniformBatchCoversEverythingOnce) {
-  Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 32, 1, 1024, 64);
+  Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 32, 32, 1, 1024, 64);
   WorkPlan plan = PlanOrDie(batch);
   EXPECT_EQ(plan.num_cu, 132);
   EXPECT_EQ(plan.work_indptr.size(), 133u);
   EXPECT_EQ(plan.head_fold, 1);
   ExpectSound(batch, plan);
+}
+
+TEST(Planner, DefaultGridFollowsTheRegistrysBlocksPerCu) {
+  // sm90 runs two persistent blocks a CU for 16-row tiles (registry TileCost blocks_per_cu),
+  // so the default grid is 2 x 132 there and 132 for fuller tiles; an explicit num_cu wins;
+  // the AMD registries keep one block a CU.
+  struct Case {
+    Arch arch;
+    int heads, qlen, num_cu, want;
+  };
+  for (const Case& c : {Case{Arch::kSm90, 16, 1, 0, 264}, Case{Arch::kSm90, 16, 2, 0, 132},
+                        Case{Arch::kSm90, 128, 1, 0, 132}, Case{Arch::kSm90, 16, 1, 100, 100},
+                        Case{Arch::kGfx950, 64, 1, 0, 256}}) {
+    const Batch batch = MakeUniformBatch(c.arch, DType::kFp8, c.heads, 8, c.qlen, 3000, 64);
+    PlanOptions options;
+    options.num_cu = c.num_cu;
+    const WorkPlan plan = PlanOrDie(batch, options);
+    EXPECT_EQ(plan.num_cu, c.want) << ArchName(c.arch) << " H" << c.heads << " q" << c.qlen;
+    ExpectSound(batch, plan);
+    absl::StatusOr<PlanCapacity> cap = ComputePlanCapacity(
+        {c.arch, DType::kFp8, DType::kFp8, c.heads, 8, c.qlen, c.num_cu, false, false});
+    ASSERT_TRUE(cap.ok());
+    // An upper bound over qlen <= c.qlen (qlen 1 of H = 16 already takes 2 x 132).
+    EXPECT_GE(cap->work_indptr, c.want + 1);
+  }
 }
 
 TEST(Planner, SplitsLongRequestsAcrossCusWithReduceMaps) {
@@ -253,6 +278,7 @@ TEST(Planner, RandomBatchesAreSoundAndWithinCapacity) {
     absl::StatusOr<PlanCapacity> cap = ComputePlanCapacity(q);
     ASSERT_TRUE(cap.ok()) << cap.status();
     EXPECT_LE(plan->work_info.size(), cap->work_info) << "iter " << iter;
+    EXPECT_LE(plan->work_indptr.size(), cap->work_indptr) << "iter " << iter;
     EXPECT_LE(plan->qo_indptr.size(), cap->qo_indptr);
     EXPECT_LE(plan->reduce_indptr.size(), cap->reduce_indptr);
     EXPECT_LE(plan->reduce_partial_map.size(), cap->reduce_partial_map);

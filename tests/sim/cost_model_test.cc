@@ -199,6 +199,13 @@ TEST(RegistryCost, ValidationRejectsBadCosts) {
        "is outside [1, rows_per_tile = 64]"},
       {"tile rows past the tile", [](proto::CostModel* c) { c->add_tile()->set_rows(65); },
        "is outside [1, rows_per_tile = 64]"},
+      {"blocks_per_cu past 8",
+       [](proto::CostModel* c) {
+         proto::TileCost* t = c->add_tile();
+         t->set_rows(8);
+         t->set_blocks_per_cu(9);
+       },
+       ".blocks_per_cu = 9 is outside [0, 8]"},
       {"repeated rows",
        [](proto::CostModel* c) {
          c->add_tile()->set_rows(8);

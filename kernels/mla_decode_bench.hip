@@ -24,6 +24,7 @@
 #include "metadata/batch.h"
 #include "metadata/planner.h"
 #include "metadata/registry.h"
+#include "metadata/sparse_layout.h"
 #include "sim/cost_model.h"
 
 namespace mlaps {
@@ -56,12 +57,75 @@ double PredictedDecodeUs(const Batch& batch, const PlanOptions& options, const W
 }
 
 struct Row {
+  std::string kind;  // dense | sparse2048
   std::string dtype;
   int batch, ctx, heads, qlen, items, splits, blocks;
   float decode_us, reduce_us, total_us;
   double tbps, tflops;
   double predicted_us;  // the simulator's makespan under the registry's calibrated costs; < 0: none
 };
+
+// Stages, checks and times one case and appends its row (unless `once`: one checked launch).
+// kv_rows: KV rows read (dense: the batch's kv tokens, once for all heads; sparse: tokens x
+// topk); pairs: (q token, kv token) pairs attended (dense: qlen x kv tokens). DESIGN.md:
+// bytes = kv_rows x 576 x elem + q rows x 576 x elem + o rows x 512 x 2;
+// flops = pairs x H x (576 + 512) x 2.
+bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const char* kind,
+                 int batch_size, int ctx, int qlen, double kv_rows, double pairs,
+                 const bench::DecodeBuffers& buffers, int num_cu, hipStream_t stream, bool once,
+                 std::vector<Row>* rows) {
+  const bool fp8 = batch.kv_dtype == DType::kFp8;
+  PlanOptions options;
+  absl::StatusOr<WorkPlan> plan = bench::PlanForDevice(batch, options, num_cu);
+  if (!plan.ok()) {
+    std::fprintf(stderr, "plan: %s\n", std::string(plan.status().message()).c_str());
+    return false;
+  }
+  options.num_cu = plan->num_cu;
+  bench::StagedCase staged;
+  if (!bench::StageCase(batch, *plan, pages, buffers, &staged)) return false;
+  MlaDecodeParams& p = staged.decode;
+  const MlaReduceParams& r = staged.reduce;
+  if (const char* env = std::getenv("MLAPS_MLA_BLOCK_THREADS")) p.block_threads = std::atoi(env);
+  // A direct launch first (sets the shared-memory attribute, checks the status word).
+  if (!bench::RunChecked(staged, stream)) return false;
+  if (once) {
+    std::printf("ran %s %s H%d q%d B%d ctx%d once\n", kind, fp8 ? "fp8" : "bf16", batch.num_heads,
+                qlen, batch_size, ctx);
+    return true;
+  }
+  Row row;
+  row.kind = kind;
+  row.dtype = fp8 ? "fp8" : "bf16";
+  row.batch = batch_size;
+  row.ctx = ctx;
+  row.heads = batch.num_heads;
+  row.qlen = qlen;
+  row.items = plan->num_works();
+  row.blocks = plan->num_cu;
+  row.splits = plan->num_reduce_tiles();
+  row.decode_us = 1e3f * TimeGraph(stream, [&] { LaunchMlaDecode(p, stream); });
+  row.reduce_us = plan->num_reduce_tiles() > 0
+                      ? 1e3f * TimeGraph(stream, [&] { LaunchMlaReduce(r, stream); })
+                      : 0.0f;
+  row.total_us = 1e3f * TimeGraph(stream, [&] {
+                   LaunchMlaDecode(p, stream);
+                   LaunchMlaReduce(r, stream);
+                 });
+  const int elem = fp8 ? 1 : 2;
+  const double q_rows = static_cast<double>(batch.total_q_tokens()) * batch.num_heads;
+  const double bytes = kv_rows * 576 * elem + q_rows * 576 * elem + q_rows * 512 * 2;
+  const double flops = pairs * batch.num_heads * (576 + 512) * 2;
+  row.tbps = bytes / (row.total_us * 1e-6) / 1e12;
+  row.tflops = flops / (row.total_us * 1e-6) / 1e12;
+  row.predicted_us = PredictedDecodeUs(batch, options, *plan);
+  rows->push_back(row);
+  std::printf("  %s %s B%d ctx%d H%d q%d: decode %.1f us, reduce %.1f us, total %.1f us\n", kind,
+              row.dtype.c_str(), batch_size, ctx, batch.num_heads, qlen, row.decode_us,
+              row.reduce_us, row.total_us);
+  std::fflush(stdout);
+  return true;
+}
 
 // Optional: --only DTYPE,H,QLEN,BATCH,CTX runs one shape; --once launches it once, untimed
 // (for a profiler: ncu -k regex:MlaDecodeKernel -c 1 ... --only bf16,16,1,128,8192 --once).
@@ -105,7 +169,7 @@ int Main(const Filter& filter) {
   // Buffers for the largest shape: 1M kv tokens (both shapes), Q / O of H=128 x qlen 4.
   const int page = 64;
   const bench::DecodeBuffers buffers =
-      bench::AllocateDecodeBuffers(int64_t{128} * 8192, int64_t{128} * 4 * 128, page);
+      bench::AllocateDecodeBuffers(int64_t{128} * 8192, int64_t{128} * 4 * 128);
 
   std::vector<Row> rows;
   struct Shape {
@@ -117,7 +181,6 @@ int Main(const Filter& filter) {
   for (DType dtype : {DType::kBf16, DType::kFp8}) {
     const bool fp8 = dtype == DType::kFp8;
     if (!filter.any && filter.dtype != (fp8 ? "fp8" : "bf16")) continue;
-    const int elem = fp8 ? 1 : 2;
     bench::FillDecodeBuffers(buffers, fp8, stream);
     for (const auto& [batch_size, ctx] : sizes) {
       for (const Shape& s : shapes) {
@@ -127,59 +190,35 @@ int Main(const Filter& filter) {
         }
         const Batch batch =
             MakeUniformBatch(Arch::kSm90, dtype, s.heads, batch_size, s.qlen, ctx, page);
-        PlanOptions options;
-        absl::StatusOr<WorkPlan> plan = bench::PlanForDevice(batch, options, num_cu);
-        options.num_cu = plan.ok() ? plan->num_cu : num_cu;
-        if (!plan.ok()) {
-          std::fprintf(stderr, "plan: %s\n", std::string(plan.status().message()).c_str());
-          return 1;
-        }
         // Pages scattered over the cache (a shuffled page table).
         const std::vector<int32_t> pages = bench::ShuffledPages(batch, rng);
-        bench::StagedCase staged;
-        if (!bench::StageCase(batch, *plan, pages, buffers, &staged)) return 1;
-        MlaDecodeParams& p = staged.decode;
-        const MlaReduceParams& r = staged.reduce;
-        if (const char* env = std::getenv("MLAPS_MLA_BLOCK_THREADS")) {
-          p.block_threads = std::atoi(env);
-        }
-        // A direct launch first (sets the shared-memory attribute, checks the status word).
-        if (!bench::RunChecked(staged, stream)) return 1;
-        if (filter.once) {
-          std::printf("ran %s H%d q%d B%d ctx%d once\n", fp8 ? "fp8" : "bf16", s.heads, s.qlen,
-                      batch_size, ctx);
-          continue;
-        }
-        Row row;
-        row.dtype = fp8 ? "fp8" : "bf16";
-        row.batch = batch_size;
-        row.ctx = ctx;
-        row.heads = s.heads;
-        row.qlen = s.qlen;
-        row.items = plan->num_works();
-        row.blocks = plan->num_cu;
-        row.splits = plan->num_reduce_tiles();
-        row.decode_us = 1e3f * TimeGraph(stream, [&] { LaunchMlaDecode(p, stream); });
-        row.reduce_us = plan->num_reduce_tiles() > 0
-                            ? 1e3f * TimeGraph(stream, [&] { LaunchMlaReduce(r, stream); })
-                            : 0.0f;
-        row.total_us = 1e3f * TimeGraph(stream, [&] {
-                         LaunchMlaDecode(p, stream);
-                         LaunchMlaReduce(r, stream);
-                       });
         const double sum_kv = static_cast<double>(batch_size) * ctx;
-        const double total_q = static_cast<double>(batch.total_q_tokens());
-        const double bytes =
-            sum_kv * 576 * elem + total_q * s.heads * 576 * elem + total_q * s.heads * 512 * 2;
-        const double flops = static_cast<double>(s.qlen) * sum_kv * s.heads * (576 + 512) * 2;
-        row.tbps = bytes / (row.total_us * 1e-6) / 1e12;
-        row.tflops = flops / (row.total_us * 1e-6) / 1e12;
-        row.predicted_us = PredictedDecodeUs(batch, options, *plan);
-        rows.push_back(row);
-        std::printf("  %s B%d ctx%d H%d q%d: decode %.1f us, reduce %.1f us, total %.1f us\n",
-                    row.dtype.c_str(), batch_size, ctx, s.heads, s.qlen, row.decode_us,
-                    row.reduce_us, row.total_us);
-        std::fflush(stdout);
+        if (!MeasureCase(batch, pages, "dense", batch_size, ctx, s.qlen, sum_kv, s.qlen * sum_kv,
+                         buffers, num_cu, stream, filter.once, &rows)) {
+          return 1;
+        }
+      }
+    }
+    // Sparse per-token decode (DSA): H = 128, qlen 2, topk 2048, batch 128 of 8192 cached
+    // tokens; each q token attends 2048 distinct slots drawn from its request's tokens.
+    if (filter.any) {
+      const int batch_size = 128, ctx = 8192, qlen = 2, topk = 2048;
+      absl::StatusOr<SparseLayout> layout = MakeSparseLayout(
+          Arch::kSm90, dtype, 128, std::vector<int32_t>(batch_size, ctx), qlen, topk, batch_size);
+      if (!layout.ok()) {
+        std::fprintf(stderr, "sparse layout: %s\n", std::string(layout.status().message()).c_str());
+        return 1;
+      }
+      std::vector<int32_t> slots, perm(ctx);
+      for (int32_t seq : layout->token_to_seq) {
+        for (int i = 0; i < ctx; ++i) perm[i] = seq * ctx + i;
+        std::shuffle(perm.begin(), perm.end(), rng);
+        slots.insert(slots.end(), perm.begin(), perm.begin() + topk);
+      }
+      const double pairs = static_cast<double>(layout->token_to_seq.size()) * topk;
+      if (!MeasureCase(layout->batch, slots, "sparse2048", batch_size, ctx, qlen, pairs, pairs,
+                       buffers, num_cu, stream, filter.once, &rows)) {
+        return 1;
       }
     }
   }
@@ -188,9 +227,9 @@ int Main(const Filter& filter) {
   // sim_us: the simulator's predicted decode time (makespan of the plan under the sm90
   // registry's calibrated costs); sim_err: (sim_us - decode_us) / decode_us.
   // blocks: persistent decode blocks (the plan's CUs; 2 an SM for 16-row tiles).
-  std::printf("%-5s %5s %6s %4s %4s %6s %6s %6s %10s %10s %10s %8s %9s %8s %9s %8s\n", "dtype",
-              "batch", "ctx", "H", "qlen", "blocks", "items", "splits", "decode_us", "reduce_us",
-              "total_us", "TB/s", "TFLOP/s", "reduce%", "sim_us", "sim_err");
+  std::printf("%-10s %-5s %5s %6s %4s %4s %6s %6s %6s %10s %10s %10s %8s %9s %8s %9s %8s\n", "kind",
+              "dtype", "batch", "ctx", "H", "qlen", "blocks", "items", "splits", "decode_us",
+              "reduce_us", "total_us", "TB/s", "TFLOP/s", "reduce%", "sim_us", "sim_err");
   for (const Row& r : rows) {
     char sim[32] = "-", err[32] = "-";
     if (r.predicted_us >= 0) {
@@ -199,9 +238,10 @@ int Main(const Filter& filter) {
                     100.0 * (r.predicted_us - r.decode_us) / r.decode_us);
     }
     std::printf(
-        "%-5s %5d %6d %4d %4d %6d %6d %6d %10.1f %10.1f %10.1f %8.2f %9.1f %7.1f%% %9s %8s\n",
-        r.dtype.c_str(), r.batch, r.ctx, r.heads, r.qlen, r.blocks, r.items, r.splits, r.decode_us,
-        r.reduce_us, r.total_us, r.tbps, r.tflops,
+        "%-10s %-5s %5d %6d %4d %4d %6d %6d %6d %10.1f %10.1f %10.1f %8.2f %9.1f %7.1f%% %9s "
+        "%8s\n",
+        r.kind.c_str(), r.dtype.c_str(), r.batch, r.ctx, r.heads, r.qlen, r.blocks, r.items,
+        r.splits, r.decode_us, r.reduce_us, r.total_us, r.tbps, r.tflops,
         r.decode_us > 0 ? 100.0 * r.reduce_us / r.decode_us : 0.0, sim, err);
   }
   return 0;

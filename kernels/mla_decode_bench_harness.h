@@ -78,10 +78,10 @@ float TimeGraph(hipStream_t stream, F enqueue, int launches = 10, int replays = 
   return ms[replays / 2] / launches;
 }
 
-// Device buffers for up to `max_kv_tokens` cached tokens (page 64, bf16 bytes) and
+// Device buffers for up to `max_kv_tokens` cached tokens (bf16 bytes, any page size) and
 // `max_rows` q rows (tokens x heads).
 struct DecodeBuffers {
-  int64_t max_kv_tokens = 0, max_pages = 0, max_rows = 0;
+  int64_t max_kv_tokens = 0, max_rows = 0;
   int64_t partial_bytes = int64_t{512} << 20, words = int64_t{4} << 20;
   uint8_t* kv = nullptr;
   uint8_t* q = nullptr;
@@ -91,10 +91,9 @@ struct DecodeBuffers {
   MlaStatus* status = nullptr;
 };
 
-inline DecodeBuffers AllocateDecodeBuffers(int64_t max_kv_tokens, int64_t max_rows, int page_size) {
+inline DecodeBuffers AllocateDecodeBuffers(int64_t max_kv_tokens, int64_t max_rows) {
   DecodeBuffers d;
   d.max_kv_tokens = max_kv_tokens;
-  d.max_pages = max_kv_tokens / page_size;
   d.max_rows = max_rows;
   MLAPS_CHECK_HIP(hipMalloc(&d.kv, max_kv_tokens * 576 * 2));
   MLAPS_CHECK_HIP(hipMalloc(&d.q, max_rows * 576 * 2));
@@ -124,7 +123,8 @@ struct StagedCase {
   MlaReduceParams reduce;
 };
 
-// Uploads the batch's index arrays, `pages` (its page table) and the plan into `d`'s word
+// Uploads the batch's index arrays, `pages` (its page table; sparse batches: the gathered
+// slots, page size 1) and the plan into `d`'s word
 // buffers and fills the decode and reduce params (bench scales: fp8 q 0.5, kv 0.25). Returns
 // false, with a message on stderr, when `d` is too small for the case.
 inline bool StageCase(const Batch& batch, const WorkPlan& plan, const std::vector<int32_t>& pages,
@@ -160,9 +160,11 @@ inline bool StageCase(const Batch& batch, const WorkPlan& plan, const std::vecto
   }
   const int hg = batch.num_heads / plan.head_fold;
   const int64_t rows = int64_t{batch.total_q_tokens()} * batch.num_heads;
+  const int64_t num_pages = d.max_kv_tokens / batch.page_size;  // pages the cache holds
+  bool pages_ok = true;
+  for (int32_t page : pages) pages_ok = pages_ok && page >= 0 && page < num_pages;
   if (static_cast<int64_t>(bw.size()) > d.words || static_cast<int64_t>(pw.size()) > d.words ||
-      partial_rows * hg * 512 * 4 > d.partial_bytes || rows > d.max_rows ||
-      static_cast<int64_t>(pages.size()) > d.max_pages) {
+      partial_rows * hg * 512 * 4 > d.partial_bytes || rows > d.max_rows || !pages_ok) {
     std::fprintf(stderr, "StageCase: the buffers are too small for this case\n");
     return false;
   }
@@ -178,10 +180,12 @@ inline bool StageCase(const Batch& batch, const WorkPlan& plan, const std::vecto
   p.kv_last_page_lens = d.batch_words + at_last;
   p.num_requests = batch.num_requests();
   p.num_q_tokens = batch.total_q_tokens();
-  p.num_pages = d.max_pages;
+  p.num_pages = num_pages;
   p.num_kv_indices = static_cast<int64_t>(pages.size());
   p.num_heads = batch.num_heads;
   p.page_size = batch.page_size;
+  // Sparse per-token batches and non-causal ones see every kv token of an item.
+  p.mask = batch.sparse_topk > 0 || !batch.causal ? kMlaMaskNone : kMlaMaskCausal;
   p.dtype = fp8 ? kMlaFp8E4m3fn : kMlaBf16;
   p.q_scale = fp8 ? 0.5f : 1.0f;
   p.kv_scale = fp8 ? 0.25f : 1.0f;

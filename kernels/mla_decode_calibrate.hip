@@ -145,7 +145,7 @@ int Main() {
   MLAPS_CHECK_HIP(hipStreamCreate(&stream));
   const int page = 64;
   const bench::DecodeBuffers buffers =
-      bench::AllocateDecodeBuffers(int64_t{128} * 8192, int64_t{512} * 4 * 128, page);
+      bench::AllocateDecodeBuffers(int64_t{128} * 8192, int64_t{512} * 4 * 128);
   const int64_t trace_capacity = int64_t{1} << 16;
   MlaTraceEntry* trace;
   int32_t* trace_counts;

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/mla_decode.h"
 #include "kernels/mla_decode_bench_harness.h"
 #include "kernels/platform/hip_runtime.h"
@@ -373,12 +374,19 @@ int Main() {
   std::printf("\n# registry entries (metadata/registry/sm90.textproto), per dtype:\n");
   for (const char* dtype : {"bf16", "fp8"}) {
     const Fit& f64 = fits[{dtype, 64}];
-    std::printf("%s: cost { ns_per_block: %.1f ns_per_item: %.1f\n", dtype,
-                f64.per_block / clock_ghz, f64.per_item / clock_ghz);
+    std::printf("%s: cost { kv_granularity: %d ns_per_block: %.1f ns_per_item: %.1f\n", dtype,
+                runs.front().resolved.kv_granularity, f64.per_block / clock_ghz,
+                f64.per_item / clock_ghz);
     for (int rows : {16, 32, 48, 64}) {
       const Fit& f = fits[{dtype, rows}];
-      std::printf("    tile { rows: %d ns_per_block: %.1f ns_per_item: %.1f }\n", rows,
-                  f.per_block / clock_ghz, f.per_item / clock_ghz);
+      // The occupancy the runs had (the registry's blocks_per_cu, via PlanForDevice).
+      int per_cu = 1;
+      for (const Run& r : runs) {
+        if (r.dtype == dtype && r.rows == rows) per_cu = r.plan.num_cu / num_cu;
+      }
+      std::printf("    tile { rows: %d ns_per_block: %.1f ns_per_item: %.1f%s }\n", rows,
+                  f.per_block / clock_ghz, f.per_item / clock_ghz,
+                  per_cu > 1 ? absl::StrCat(" blocks_per_cu: ", per_cu).c_str() : "");
     }
     std::printf("  }\n");
   }

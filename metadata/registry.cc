@@ -150,6 +150,10 @@ absl::Status ValidateCost(const proto::CostModel& cost, int rows_per_tile,
         absl::StrCat(label, ": cost ns_per_block = ", cost.ns_per_block(),
                      ", ns_per_item = ", cost.ns_per_item(), " (must be finite, >= 0)"));
   }
+  if (cost.kv_granularity() < 0 || (cost.kv_granularity() & (cost.kv_granularity() - 1)) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        label, ": cost.kv_granularity = ", cost.kv_granularity(), " is not 0 or a power of two"));
+  }
   std::set<int> rows;
   for (int k = 0; k < cost.tile_size(); ++k) {
     const proto::TileCost& t = cost.tile(k);

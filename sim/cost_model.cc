@@ -21,9 +21,13 @@ absl::StatusOr<CostParams> TimeCostParams(const Batch& batch, const PlanOptions&
                                           const WorkPlan& plan, const proto::CostModel& cost) {
   CostParams p = BlockCostParams(batch, o);
   const int rows = batch.num_heads / std::max(1, plan.head_fold) * plan.tokens_per_tile;
+  // Block costs were fitted for cost.kv_granularity() tokens a block.
+  const double scale = cost.kv_granularity() > 0
+                           ? static_cast<double>(p.kv_granularity) / cost.kv_granularity()
+                           : 1.0;
   for (const proto::TileCost& t : cost.tile()) {
     if (t.rows() == rows) {
-      p.per_block = t.ns_per_block();
+      p.per_block = t.ns_per_block() * scale;
       p.per_item = t.ns_per_item();
       return p;
     }
@@ -33,7 +37,7 @@ absl::StatusOr<CostParams> TimeCostParams(const Batch& batch, const PlanOptions&
         absl::StrCat("variant '", plan.variant, "' has no calibrated cost for ", rows,
                      "-row tiles (no tile entry, ns_per_block = ", cost.ns_per_block(), ")"));
   }
-  p.per_block = cost.ns_per_block();
+  p.per_block = cost.ns_per_block() * scale;
   p.per_item = cost.ns_per_item();
   return p;
 }

@@ -144,6 +144,22 @@ TEST(TimeCostParams, PicksTheTileEntryForTheRowsInUse) {
   }
 }
 
+TEST(TimeCostParams, ScalesBlockCostsToThePlansGranularity) {
+  // Fitted for 64-token blocks; a page-1 batch plans 16-token blocks (kv_granularity
+  // max(16, page)), each a quarter of the fitted block. The per-item cost does not scale.
+  proto::CostModel cost = TwoTileModel();
+  cost.set_kv_granularity(64);
+  const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 4, 1, 500, 1);
+  PlanOptions options;
+  options.num_cu = 8;
+  const WorkPlan plan = PlanOrDie(batch, options);
+  absl::StatusOr<CostParams> p = TimeCostParams(batch, Resolved(batch, options), plan, cost);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->kv_granularity, 16);
+  EXPECT_DOUBLE_EQ(p->per_block, 700.0 / 4);
+  EXPECT_DOUBLE_EQ(p->per_item, 900.0);
+}
+
 TEST(TimeCostParams, RefusesAnUncalibratedModel) {
   const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 32, 4, 1, 500, 64);
   PlanOptions options;
@@ -206,6 +222,8 @@ TEST(RegistryCost, ValidationRejectsBadCosts) {
          t->set_blocks_per_cu(9);
        },
        ".blocks_per_cu = 9 is outside [0, 8]"},
+      {"kv_granularity not a power of two", [](proto::CostModel* c) { c->set_kv_granularity(48); },
+       "cost.kv_granularity = 48 is not 0 or a power of two"},
       {"repeated rows",
        [](proto::CostModel* c) {
          c->add_tile()->set_rows(8);

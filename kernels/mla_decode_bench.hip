@@ -84,9 +84,9 @@ bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const ch
   options.num_cu = plan->num_cu;
   bench::StagedCase staged;
   if (!bench::StageCase(batch, *plan, pages, buffers, &staged)) return false;
-  MlaDecodeParams& p = staged.decode;
+  // (DecodeParamsFor honours MLAPS_MLA_BLOCK_THREADS=256|512.)
+  const MlaDecodeParams& p = staged.decode;
   const MlaReduceParams& r = staged.reduce;
-  if (const char* env = std::getenv("MLAPS_MLA_BLOCK_THREADS")) p.block_threads = std::atoi(env);
   // A direct launch first (sets the shared-memory attribute, checks the status word).
   if (!bench::RunChecked(staged, stream)) return false;
   if (once) {

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/mla_decode.h"
+#include "kernels/mla_decode_staging.h"
 #include "kernels/platform/hip_runtime.h"
 #include "metadata/batch.h"
 #include "metadata/planner.h"
@@ -124,103 +125,43 @@ struct StagedCase {
 };
 
 // Uploads the batch's index arrays, `pages` (its page table; sparse batches: the gathered
-// slots, page size 1) and the plan into `d`'s word
-// buffers and fills the decode and reduce params (bench scales: fp8 q 0.5, kv 0.25). Returns
-// false, with a message on stderr, when `d` is too small for the case.
+// slots, page size 1) and the plan into `d`'s word buffers and fills the decode and reduce
+// params (bench scales: fp8 q 0.5, kv 0.25). Returns false, with a message on stderr, when
+// `d` is too small for the case.
 inline bool StageCase(const Batch& batch, const WorkPlan& plan, const std::vector<int32_t>& pages,
                       const DecodeBuffers& d, StagedCase* out) {
   const bool fp8 = batch.kv_dtype == DType::kFp8;
-  auto append = [](std::vector<int32_t>& w, const int32_t* data, size_t n) {
-    const int64_t at = static_cast<int64_t>(w.size());
-    w.insert(w.end(), data, data + n);
-    while (w.size() % 4) w.push_back(0);  // 16-byte aligned arrays
-    return at;
-  };
-  std::vector<int32_t> bw;
-  const int64_t at_qo = append(bw, batch.qo_indptr.data(), batch.qo_indptr.size());
-  const int64_t at_kv = append(bw, batch.kv_indptr.data(), batch.kv_indptr.size());
-  const int64_t at_last =
-      append(bw, batch.kv_last_page_lens.data(), batch.kv_last_page_lens.size());
-  const int64_t at_idx = append(bw, pages.data(), pages.size());
-  std::vector<int32_t> pw;
-  const int64_t at_wi = append(pw, plan.work_indptr.data(), plan.work_indptr.size());
-  const int64_t at_info = append(pw, reinterpret_cast<const int32_t*>(plan.work_info.data()),
-                                 8 * plan.work_info.size());
-  const int32_t zero = 0;
-  const int64_t at_ri = plan.reduce_indptr.empty()
-                            ? append(pw, &zero, 1)
-                            : append(pw, plan.reduce_indptr.data(), plan.reduce_indptr.size());
-  const int64_t at_fm = append(pw, plan.reduce_final_map.data(), plan.reduce_final_map.size());
-  const int64_t at_pm = append(pw, plan.reduce_partial_map.data(), plan.reduce_partial_map.size());
-  int64_t partial_rows = std::max<int64_t>(1, plan.num_partial_rows);
-  for (const WorkInfo& w : plan.work_info) {
-    if (w.partial_qo_loc >= 0) {
-      partial_rows = std::max<int64_t>(partial_rows, w.partial_qo_loc + w.qo_end - w.qo_start);
-    }
-  }
+  const staging::BatchArena ba = staging::PackBatch(batch, pages);
+  const staging::PlanArena pa = staging::PackPlan(plan);
+  const int64_t partial_rows = staging::PartialRowsFor(plan);
   const int hg = batch.num_heads / plan.head_fold;
   const int64_t rows = int64_t{batch.total_q_tokens()} * batch.num_heads;
   const int64_t num_pages = d.max_kv_tokens / batch.page_size;  // pages the cache holds
   bool pages_ok = true;
   for (int32_t page : pages) pages_ok = pages_ok && page >= 0 && page < num_pages;
-  if (static_cast<int64_t>(bw.size()) > d.words || static_cast<int64_t>(pw.size()) > d.words ||
+  if (static_cast<int64_t>(ba.words.size()) > d.words ||
+      static_cast<int64_t>(pa.words.size()) > d.words ||
       partial_rows * hg * 512 * 4 > d.partial_bytes || rows > d.max_rows || !pages_ok) {
     std::fprintf(stderr, "StageCase: the buffers are too small for this case\n");
     return false;
   }
-  MLAPS_CHECK_HIP(hipMemcpy(d.batch_words, bw.data(), bw.size() * 4, hipMemcpyHostToDevice));
-  MLAPS_CHECK_HIP(hipMemcpy(d.plan_words, pw.data(), pw.size() * 4, hipMemcpyHostToDevice));
-  MlaDecodeParams& p = out->decode;
-  p = MlaDecodeParams{};
-  p.q = d.q;
-  p.kv_cache = d.kv;
-  p.kv_indices = d.batch_words + at_idx;
-  p.qo_indptr = d.batch_words + at_qo;
-  p.kv_indptr = d.batch_words + at_kv;
-  p.kv_last_page_lens = d.batch_words + at_last;
-  p.num_requests = batch.num_requests();
-  p.num_q_tokens = batch.total_q_tokens();
-  p.num_pages = num_pages;
-  p.num_kv_indices = static_cast<int64_t>(pages.size());
-  p.num_heads = batch.num_heads;
-  p.page_size = batch.page_size;
-  // Sparse per-token batches and non-causal ones see every kv token of an item.
-  p.mask = batch.sparse_topk > 0 || !batch.causal ? kMlaMaskNone : kMlaMaskCausal;
-  p.dtype = fp8 ? kMlaFp8E4m3fn : kMlaBf16;
-  p.q_scale = fp8 ? 0.5f : 1.0f;
-  p.kv_scale = fp8 ? 0.25f : 1.0f;
-  p.work_indptr = d.plan_words + at_wi;
-  p.work_info = d.plan_words + at_info;
-  p.work_info_capacity = plan.num_works();
-  p.num_cu = plan.num_cu;
-  p.head_fold = plan.head_fold;
-  p.tokens_per_tile = plan.tokens_per_tile;
-  p.rows_per_tile = plan.rows_per_tile;
-  p.o = d.o;
-  p.lse = d.lse;
-  p.partial_o = d.partial_o;
-  p.partial_lse = d.partial_lse;
-  p.partial_rows_capacity = partial_rows;
-  p.status = d.status;
-  MlaReduceParams& r = out->reduce;
-  r = MlaReduceParams{};
-  r.reduce_indptr = d.plan_words + at_ri;
-  r.reduce_final_map = d.plan_words + at_fm;
-  r.reduce_partial_map = d.plan_words + at_pm;
-  r.reduce_partial_map_capacity = static_cast<int64_t>(plan.reduce_partial_map.size());
-  r.num_reduce_tiles = plan.num_reduce_tiles();
-  r.reduce_tiles_capacity = plan.num_reduce_tiles();
-  r.qo_indptr = p.qo_indptr;
-  r.num_requests = p.num_requests;
-  r.num_q_tokens = p.num_q_tokens;
-  r.num_heads = batch.num_heads;
-  r.head_fold = plan.head_fold;
-  r.partial_o = d.partial_o;
-  r.partial_lse = d.partial_lse;
-  r.partial_rows_capacity = partial_rows;
-  r.o = d.o;
-  r.lse = d.lse;
-  r.status = d.status;
+  MLAPS_CHECK_HIP(
+      hipMemcpy(d.batch_words, ba.words.data(), ba.words.size() * 4, hipMemcpyHostToDevice));
+  MLAPS_CHECK_HIP(
+      hipMemcpy(d.plan_words, pa.words.data(), pa.words.size() * 4, hipMemcpyHostToDevice));
+  staging::DecodePointers ptrs;
+  ptrs.q = d.q;
+  ptrs.kv = d.kv;
+  ptrs.batch = d.batch_words;
+  ptrs.plan = d.plan_words;
+  ptrs.o = d.o;
+  ptrs.lse = d.lse;
+  ptrs.partial_o = d.partial_o;
+  ptrs.partial_lse = d.partial_lse;
+  ptrs.status = d.status;
+  out->decode = staging::DecodeParamsFor(batch, plan, ba, pa, num_pages, fp8 ? 0.5 : 1.0,
+                                         fp8 ? 0.25 : 1.0, partial_rows, ptrs);
+  out->reduce = staging::ReduceParamsFor(batch, plan, ba, pa, partial_rows, ptrs);
   return true;
 }
 
@@ -248,15 +189,7 @@ inline bool RunChecked(const StagedCase& c, hipStream_t stream) {
 // The plan for this device: the planner's default grid (the variant's blocks_per_cu per CU,
 // from the registry) with the device's SM count in place of the arch default.
 inline absl::StatusOr<WorkPlan> PlanForDevice(const Batch& batch, PlanOptions options, int sms) {
-  VariantQuery query;
-  query.arch = batch.arch;
-  query.q_dtype = batch.q_dtype;
-  query.kv_dtype = batch.kv_dtype;
-  query.num_heads = batch.num_heads;
-  query.qlen = batch.max_qlen();
-  query.cp_round_robin = batch.cp_round_robin;
-  query.lse = options.lse;
-  absl::StatusOr<ResolvedVariant> variant = ResolveVariant(query);
+  absl::StatusOr<ResolvedVariant> variant = ResolveVariant(VariantQueryOf(batch, options.lse));
   if (!variant.ok()) return variant.status();
   options.num_cu = sms * variant->blocks_per_cu;
   return PlanDecode(batch, options);

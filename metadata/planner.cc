@@ -45,6 +45,18 @@ absl::StatusOr<PlanPolicy> ParsePolicy(absl::string_view name) {
       absl::StrCat("policy '", name, "' is not one of: greedy_payload, longest_first"));
 }
 
+VariantQuery VariantQueryOf(const Batch& batch, bool lse) {
+  VariantQuery query;
+  query.arch = batch.arch;
+  query.q_dtype = batch.q_dtype;
+  query.kv_dtype = batch.kv_dtype;
+  query.num_heads = batch.num_heads;
+  query.qlen = batch.max_qlen();
+  query.cp_round_robin = batch.cp_round_robin;
+  query.lse = lse;
+  return query;
+}
+
 absl::StatusOr<PlanOptions> ResolveOptions(const Batch& batch, const PlanOptions& options) {
   PlanOptions o = options;
   if (o.num_cu == 0) o.num_cu = DefaultNumCu(batch.arch);
@@ -246,15 +258,7 @@ absl::StatusOr<PlanSizes> PlanDecodeInto(const Batch& batch, const PlanOptions& 
   if (absl::Status s = ValidateBatch(batch); !s.ok()) return s;
   absl::StatusOr<PlanOptions> resolved = ResolveOptions(batch, options);
   if (!resolved.ok()) return resolved.status();
-  VariantQuery query;
-  query.arch = batch.arch;
-  query.q_dtype = batch.q_dtype;
-  query.kv_dtype = batch.kv_dtype;
-  query.num_heads = batch.num_heads;
-  query.qlen = batch.max_qlen();
-  query.cp_round_robin = batch.cp_round_robin;
-  query.lse = resolved->lse;
-  absl::StatusOr<ResolvedVariant> variant = ResolveVariant(query);
+  absl::StatusOr<ResolvedVariant> variant = ResolveVariant(VariantQueryOf(batch, resolved->lse));
   if (!variant.ok()) return variant.status();
   // The default grid: every CU's share of persistent blocks for these tiles (registry).
   if (options.num_cu == 0) resolved->num_cu *= variant->blocks_per_cu;

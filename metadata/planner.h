@@ -63,6 +63,9 @@ struct Assignment {
   int64_t kv_begin, kv_end;
 };
 
+// The registry query of a batch: its arch, dtypes, H, largest qlen and CP flag.
+VariantQuery VariantQueryOf(const Batch& batch, bool lse);
+
 // The options with defaults filled in and checked against the batch. num_cu 0 becomes
 // DefaultNumCu(arch); PlanDecode then multiplies that default by the variant's
 // blocks_per_cu (the plan's num_cu is the grid actually planned).

@@ -52,16 +52,12 @@ struct Resolved {
 absl::StatusOr<Resolved> Resolve(const Batch& batch, const PlanOptions& options) {
   absl::StatusOr<PlanOptions> o = ResolveOptions(batch, options);
   if (!o.ok()) return o.status();
-  VariantQuery vq;
-  vq.arch = batch.arch;
-  vq.q_dtype = batch.q_dtype;
-  vq.kv_dtype = batch.kv_dtype;
-  vq.num_heads = batch.num_heads;
-  vq.qlen = std::max(1, batch.max_qlen());
-  vq.cp_round_robin = batch.cp_round_robin;
-  vq.lse = o->lse;
+  VariantQuery vq = VariantQueryOf(batch, o->lse);
+  vq.qlen = std::max(1, vq.qlen);
   absl::StatusOr<ResolvedVariant> v = ResolveVariant(vq);
   if (!v.ok()) return v.status();
+  // As PlanDecodeInto: the default grid is the arch's CUs x the variant's blocks_per_cu.
+  if (options.num_cu == 0) o->num_cu *= v->blocks_per_cu;
   CapacityQuery cq;
   cq.arch = batch.arch;
   cq.q_dtype = batch.q_dtype;

@@ -23,7 +23,7 @@
 //     value is an f16) when they land in shared memory and run f16 MMAs, so the logits of
 //     both dtypes are exact fp32 sums of exact products. P goes to the PV MMAs as f16
 //     (fp8 inputs) or as two bf16 parts hi + lo (bf16 inputs; one bf16 rounding of P fails
-//     the elementwise gate), see SoftmaxBlock.
+//     the elementwise gate), see SoftmaxRows.
 //   * otherwise (AMD, and the host pass of nvcc): a generic path, one warp (wavefront) per
 //     q row, scalar fp32 FMAs over lanes, per-token online softmax. Correct, not tuned.
 #ifndef MLAPS_KERNELS_MLA_DECODE_DEVICE_H_
@@ -311,7 +311,7 @@ struct MmaLayout {
   // bf16: the ring itself; fp8: one f16 block the landed fp8 block is widened into.
   static constexpr int kKv8 = kKv16 + (kFp8 ? 1 : kStages) * kTile16;
   static constexpr int kP = kKv8 + (kFp8 ? kStages * kBlockN * kDimQk : 0);
-  // bf16: P is split into bf16 hi + lo parts (kPLo holds lo), see SoftmaxBlock.
+  // bf16: P is split into bf16 hi + lo parts (kPLo holds lo), see SoftmaxRows.
   static constexpr int kPLo = kP + kQRows * kPStride * 2;
   static constexpr int kSx = kPLo + (kFp8 ? 0 : kQRows * kPStride * 2);
   static_assert(kRg == 1 || kRg == 4, "64-row or compact 16-row tiles");
@@ -582,7 +582,7 @@ __device__ __forceinline__ void AccumulatePv(const uint16_t* p_s, const uint16_t
         LdMatrixX4(a, p_s + at);
 #pragma unroll
         for (int nt = 0; nt < kNt; ++nt) Mma16816<kF16>(o[rg][nt], a, vb[nt][0], vb[nt][1]);
-        if (!kF16) {  // bf16: the lo part of P (see SoftmaxBlock)
+        if (!kF16) {  // bf16: the lo part of P (see SoftmaxRows)
           LdMatrixX4(a, p_lo_s + at);
 #pragma unroll
           for (int nt = 0; nt < kNt; ++nt) Mma16816<kF16>(o[rg][nt], a, vb[nt][0], vb[nt][1]);
@@ -602,8 +602,9 @@ __device__ __forceinline__ float QuadSum(float x) {
   return x + __shfl_xor(x, 2);
 }
 
-// Online softmax of one kv block for the two rows (h = 0: g, h = 1: g + 8) of a row group a
-// lane holds: masks positions >= vend[h], updates the running base-2 max m and sum l, writes
+// Online softmax of one kv block for the rows g + 8h, h in [kH0, kH1), of a row group a lane
+// holds (h = 0: row g, h = 1: row g + 8; one finisher warp may do both, or two warps a half
+// each): masks positions >= vend[h], updates the running base-2 max m[h] and sum l[h], writes
 // P (16-bit) and the rows' rescale factor alpha to shared memory.
 //
 // P precision: rounding P to bf16 (8 bits) alone moves O by ~2^-9 of its terms, which fails
@@ -611,26 +612,29 @@ __device__ __forceinline__ float QuadSum(float x) {
 // the outputs. So bf16 P is stored as hi = bf16(p) plus lo = bf16(p - hi) (p_lo_s) and the
 // PV product runs twice on the same V fragments (~16-bit P). fp8 inputs run f16 MMAs, whose
 // 11-bit P passes as is (p_lo_s unused).
-template <bool kF16>
-__device__ __forceinline__ void SoftmaxBlock(float (&s)[kBlockN / 8][4], int64_t j0,
-                                             const int64_t (&vend)[2], float scale_log2, int row0,
-                                             int lane, float (&m)[2], float (&l)[2], uint16_t* p_s,
-                                             uint16_t* p_lo_s, float* alpha_s) {
+template <bool kF16, int kH0, int kH1>
+__device__ __forceinline__ void SoftmaxRows(float (&s)[kBlockN / 8][4], int64_t j0,
+                                            const int64_t (&vend)[2], float scale_log2, int row0,
+                                            int lane, float (&m)[2], float (&l)[2], uint16_t* p_s,
+                                            uint16_t* p_lo_s, float* alpha_s) {
   const int g = lane >> 2, t = lane & 3;
   float mx[2] = {NegInf(), NegInf()};
 #pragma unroll
   for (int nt = 0; nt < kBlockN / 8; ++nt) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int h = e >> 1;
-      const int64_t pos = j0 + nt * 8 + 2 * t + (e & 1);
-      s[nt][e] = pos < vend[h] ? s[nt][e] * scale_log2 : NegInf();
-      mx[h] = MaxF(mx[h], s[nt][e]);
+    for (int h = kH0; h < kH1; ++h) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int64_t pos = j0 + nt * 8 + 2 * t + e;
+        float& x = s[nt][2 * h + e];
+        x = pos < vend[h] ? x * scale_log2 : NegInf();
+        mx[h] = MaxF(mx[h], x);
+      }
     }
   }
   float m_use[2], alpha[2], sum[2] = {0.0f, 0.0f};
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
+  for (int h = kH0; h < kH1; ++h) {
     const float m_new = MaxF(m[h], QuadMax(mx[h]));
     // A row that has seen nothing yet keeps m = -inf; exponentiate against 0 then, so that
     // masked logits give exp2(-inf) = 0 rather than NaN.
@@ -641,7 +645,7 @@ __device__ __forceinline__ void SoftmaxBlock(float (&s)[kBlockN / 8][4], int64_t
 #pragma unroll
   for (int nt = 0; nt < kBlockN / 8; ++nt) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
+    for (int h = kH0; h < kH1; ++h) {
       const float p0 = exp2f(s[nt][2 * h] - m_use[h]);
       const float p1 = exp2f(s[nt][2 * h + 1] - m_use[h]);
       sum[h] += p0 + p1;
@@ -656,9 +660,30 @@ __device__ __forceinline__ void SoftmaxBlock(float (&s)[kBlockN / 8][4], int64_t
     }
   }
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
+  for (int h = kH0; h < kH1; ++h) {
     l[h] = l[h] * alpha[h] + QuadSum(sum[h]);
     if (t == 0) alpha_s[row0 + g + 8 * h] = alpha[h];
+  }
+}
+
+// The finisher's rows h in [kH0, kH1) of its row group's S: adds the other parts' partial S
+// from shared memory (q = 1: slot rg, part 1's rows or, split, the other finisher's half;
+// q >= 2: part q's slot).
+template <int kH0, int kH1>
+__device__ __forceinline__ void FinishPartialSum(const float* sx_s, int groups, int rg, int kparts,
+                                                 int g, int t, float (&s)[kBlockN / 8][4]) {
+  for (int q = 1; q < kparts; ++q) {
+    const float* src = sx_s + ((q - 1) * groups + rg) * 16 * kSxStride;
+#pragma unroll
+    for (int nt = 0; nt < kBlockN / 8; ++nt) {
+#pragma unroll
+      for (int h = kH0; h < kH1; ++h) {
+        const float2 x =
+            *reinterpret_cast<const float2*>(src + (g + 8 * h) * kSxStride + nt * 8 + 2 * t);
+        s[nt][2 * h] += x.x;
+        s[nt][2 * h + 1] += x.y;
+      }
+    }
   }
 }
 
@@ -690,8 +715,11 @@ __device__ void RunItemMma(const MlaDecodeParams& p, const Item& it, uint8_t* sm
   // S phase: the 8 warps split the 576 dims into kparts parts for each of the groups' row
   // groups (1, 2 or 4 groups: 8, 4 or 2 parts), so small tiles keep every warp and every
   // SM sub-partition (warp % 4) busy and the serial k chain short. Warp -> (row group
-  // rg_s = warp % groups, part kp = warp / groups); part 0 sums the others' partial S
-  // (through shared memory) and runs the softmax of its rows.
+  // rg_s = warp % groups, part kp = warp / groups). The finisher sums the others' partial S
+  // (through shared memory) and runs the softmax: in the compact layout (16-row tiles) two
+  // warps each finish half of the rows (part 0 rows g, part 1 rows g + 8), in the 64-row
+  // layout part 0 finishes all of them. Measured on the H200 (mla_decode_notes.md): the
+  // split takes (16,1) from 375 to 348 us but costs the 64-row tiles 2-3%.
   const int groups = nrg <= 1 ? 1 : nrg == 2 ? 2 : 4;
   const int kparts = kWarps / groups;
   const int rg_s = warp % groups, kp = warp / groups;
@@ -700,12 +728,14 @@ __device__ void RunItemMma(const MlaDecodeParams& p, const Item& it, uint8_t* sm
   const int64_t span = it.e_lim - it.begin;
   const int nblk = span > 0 ? static_cast<int>((span + kBlockN - 1) / kBlockN) : 0;
 
+  constexpr bool kSplitFinish = kRg == 1;
+  const bool finisher = s_active && (kSplitFinish ? kp <= 1 : kp == 0);
+  const int fh = kp == 0 ? 0 : 1;  // split: the finisher's half
   // Rows g and g + 8 of the S row group: their tokens' visible ends.
   int64_t vend[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int row = rg_s * 16 + g + 8 * h;
-    vend[h] = VisibleEnd(p, it, it.first_token + row / it.hpg);
+    vend[h] = VisibleEnd(p, it, it.first_token + (rg_s * 16 + g + 8 * h) / it.hpg);
   }
   const float scale_log2 = p.sm_scale * p.q_scale * p.kv_scale * kLog2e;
 
@@ -755,12 +785,16 @@ __device__ void RunItemMma(const MlaDecodeParams& p, const Item& it, uint8_t* sm
     float s[kBlockN / 8][4];
     if (s_active) {
       PartialScores<kFp8>(q_s, kv_t, rg_s, k_begin, k_end, lane, s);
-      if (kp > 0) {  // partial S of part kp into rows (kp - 1) * groups * 16 + rg_s * 16 + ..
-        float* dst = sx_s + ((kp - 1) * groups + rg_s) * 16 * kSxStride;
+      // Partial S of part kp >= 1 -> slot (kp - 1) * groups + rg_s, its 16 rows. Split: parts
+      // 0 and 1 share slot rg_s, part 1 leaving its rows g there (for part 0) and part 0 its
+      // rows g + 8 (for part 1); each keeps the half it finishes in registers.
+      float* dst = sx_s + ((kp >= 1 ? kp - 1 : 0) * groups + rg_s) * 16 * kSxStride;
 #pragma unroll
-        for (int nt = 0; nt < kBlockN / 8; ++nt) {
+      for (int nt = 0; nt < kBlockN / 8; ++nt) {
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
+        for (int h = 0; h < 2; ++h) {
+          if (kp >= 2 || (kp == 1 && (!kSplitFinish || h == 0)) ||
+              (kSplitFinish && kp == 0 && h == 1)) {
             *reinterpret_cast<float2*>(dst + (g + 8 * h) * kSxStride + nt * 8 + 2 * t) =
                 make_float2(s[nt][2 * h], s[nt][2 * h + 1]);
           }
@@ -768,21 +802,22 @@ __device__ void RunItemMma(const MlaDecodeParams& p, const Item& it, uint8_t* sm
       }
     }
     __syncthreads();  // the other parts' partial S is in shared memory
-    if (s_active && kp == 0) {
-      for (int q = 1; q < kparts; ++q) {
-        const float* src = sx_s + ((q - 1) * groups + rg_s) * 16 * kSxStride;
-#pragma unroll
-        for (int nt = 0; nt < kBlockN / 8; ++nt) {
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const float2 x =
-                *reinterpret_cast<const float2*>(src + (g + 8 * h) * kSxStride + nt * 8 + 2 * t);
-            s[nt][2 * h] += x.x;
-            s[nt][2 * h + 1] += x.y;
-          }
-        }
+    if (finisher) {
+      // (Compile-time row halves in each branch: a run-time index into s would put the
+      // array in local memory.)
+      if (!kSplitFinish) {
+        FinishPartialSum<0, 2>(sx_s, groups, rg_s, kparts, g, t, s);
+        SoftmaxRows<kFp8, 0, 2>(s, j0, vend, scale_log2, rg_s * 16, lane, m, l, p_s, p_lo_s,
+                                alpha_s);
+      } else if (fh == 0) {
+        FinishPartialSum<0, 1>(sx_s, groups, rg_s, kparts, g, t, s);
+        SoftmaxRows<kFp8, 0, 1>(s, j0, vend, scale_log2, rg_s * 16, lane, m, l, p_s, p_lo_s,
+                                alpha_s);
+      } else {
+        FinishPartialSum<1, 2>(sx_s, groups, rg_s, kparts, g, t, s);
+        SoftmaxRows<kFp8, 1, 2>(s, j0, vend, scale_log2, rg_s * 16, lane, m, l, p_s, p_lo_s,
+                                alpha_s);
       }
-      SoftmaxBlock<kFp8>(s, j0, vend, scale_log2, rg_s * 16, lane, m, l, p_s, p_lo_s, alpha_s);
     }
     __syncthreads();  // P and alpha are in shared memory
 #pragma unroll
@@ -805,11 +840,13 @@ __device__ void RunItemMma(const MlaDecodeParams& p, const Item& it, uint8_t* sm
   // Epilogue: the softmax warps publish m and l; every warp normalizes and stores its
   // columns (bf16 or, with o_fp32, fp32 final O; fp32 partial O), 4 lanes of a row write
   // 16 / 32 bytes.
-  if (s_active && kp == 0 && t == 0) {
+  if (finisher && t == 0) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      row_m[rg_s * 16 + g + 8 * h] = m[h];
-      row_l[rg_s * 16 + g + 8 * h] = l[h];
+      if (!kSplitFinish || h == fh) {
+        row_m[rg_s * 16 + g + 8 * h] = m[h];
+        row_l[rg_s * 16 + g + 8 * h] = l[h];
+      }
     }
   }
   __syncthreads();

@@ -192,16 +192,13 @@ struct MlaReduceParams {
 const char* MlaDecodeParamsError(const MlaDecodeParams& params);
 const char* MlaReduceParamsError(const MlaReduceParams& params);
 
-// Dynamic shared memory of one decode block of this launch on this build's path.
-int64_t MlaDecodeSharedBytes(const MlaDecodeParams& params);
-
-// Decode blocks that run on one SM at a time for this launch: 2 when the plan's tiles use
+// Dynamic shared memory of one decode block of this launch on this build's path. Tiles of
 // <= 16 rows ((H / head_fold) x tokens_per_tile, e.g. H = 16 and qlen 1) with 256-thread
-// blocks on the tensor-core path, else 1. Those tiles run a compact 16-row layout (~111 KB
-// of shared memory, <= 128 registers) when the grid (num_cu) exceeds the SM count; a grid
-// of at most one block per SM keeps the 64-row layout. The sm90 registry's blocks_per_cu
-// says the same, so the planner's default num_cu (CUs x blocks_per_cu) fills both blocks.
-int MlaDecodeBlocksPerSm(const MlaDecodeParams& params);
+// blocks run a compact 16-row layout (~111 KB, <= 128 registers, two blocks an SM) when the
+// grid (num_cu) exceeds the SM count; otherwise the 64-row layout (~211 KB, one block an
+// SM). The sm90 registry's blocks_per_cu: 2 on those tiles makes the planner's default
+// num_cu twice the CUs, so default plans fill both blocks.
+int64_t MlaDecodeSharedBytes(const MlaDecodeParams& params);
 
 // Enqueue on `stream` (nullptr: the default stream); capturable into a graph. Return 0
 // (hipSuccess), hipErrorInvalidValue (1) when the params error is not nullptr (nothing is

@@ -125,8 +125,7 @@ const char* MlaReduceParamsError(const MlaReduceParams& p) {
 
 namespace {
 
-// The compact layout pays only with two blocks an SM: a grid of at most one block per SM
-// keeps the 64-row layout (deeper ring, one block's worth of shared memory).
+// mla::UseCompactLayout on the current device (a cheap attribute query, no runtime state).
 bool UseCompact(const MlaDecodeParams& p) {
   if (!kMmaPath || !mla::CompactLayoutFits(p)) return false;
   int device = 0, sms = 0;
@@ -134,7 +133,7 @@ bool UseCompact(const MlaDecodeParams& p) {
       hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device) != hipSuccess) {
     return false;
   }
-  return p.num_cu > sms;
+  return mla::UseCompactLayout(p, sms);
 }
 
 }  // namespace
@@ -146,10 +145,6 @@ int64_t MlaDecodeSharedBytes(const MlaDecodeParams& p) {
     return fp8 ? mla::MmaLayout<true, 1>::kBytes : mla::MmaLayout<false, 1>::kBytes;
   }
   return fp8 ? mla::MmaLayout<true>::kBytes : mla::MmaLayout<false>::kBytes;
-}
-
-int MlaDecodeBlocksPerSm(const MlaDecodeParams& p) {
-  return kMmaPath && mla::CompactLayoutFits(p) ? 2 : 1;
 }
 
 int LaunchMlaDecode(const MlaDecodeParams& params, void* stream) {

@@ -23,7 +23,6 @@
 #include "kernels/platform/hip_runtime.h"
 #include "metadata/batch.h"
 #include "metadata/planner.h"
-#include "metadata/registry.h"
 #include "metadata/sparse_layout.h"
 #include "sim/cost_model.h"
 
@@ -48,12 +47,8 @@ __global__ void ReadAll(const uint4* src, long long words, unsigned* sink) {
 // The simulator's predicted decode time (us) of `plan`: its makespan under the calibrated
 // costs of the plan's variant in the sm90 registry; -1 when the registry has none.
 double PredictedDecodeUs(const Batch& batch, const PlanOptions& options, const WorkPlan& plan) {
-  absl::StatusOr<proto::CostModel> cost = VariantCost(Arch::kSm90, plan.variant);
-  absl::StatusOr<PlanOptions> resolved = ResolveOptions(batch, options);
-  if (!cost.ok() || !resolved.ok()) return -1;
-  absl::StatusOr<sim::CostParams> params = sim::TimeCostParams(batch, *resolved, plan, *cost);
-  if (!params.ok()) return -1;
-  return sim::EvaluatePlan(batch, plan, *params).makespan * 1e-3;
+  absl::StatusOr<double> ns = sim::PredictedDecodeNs(batch, options, plan);
+  return ns.ok() ? *ns * 1e-3 : -1;
 }
 
 struct Row {
@@ -84,8 +79,8 @@ bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const ch
   options.num_cu = plan->num_cu;
   bench::StagedCase staged;
   if (!bench::StageCase(batch, *plan, pages, buffers, &staged)) return false;
-  // (DecodeParamsFor honours MLAPS_MLA_BLOCK_THREADS=256|512.)
-  const MlaDecodeParams& p = staged.decode;
+  MlaDecodeParams& p = staged.decode;
+  if (const char* env = std::getenv("MLAPS_MLA_BLOCK_THREADS")) p.block_threads = std::atoi(env);
   const MlaReduceParams& r = staged.reduce;
   // A direct launch first (sets the shared-memory attribute, checks the status word).
   if (!bench::RunChecked(staged, stream)) return false;

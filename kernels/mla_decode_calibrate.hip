@@ -64,9 +64,10 @@ struct Shape {
 constexpr Shape kShapes[] = {{16, 1}, {16, 2}, {16, 3},  {16, 4}, {32, 1},
                              {48, 1}, {64, 1}, {128, 1}, {128, 2}};
 
-// One item's sample for the fit.
+// One point of a straight-line fit y = slope * x + intercept (an item: x = its kv blocks,
+// y = its cycles; a run, for the clock: x = busiest block's cycles, y = traced us).
 struct Sample {
-  double blocks, cycles;
+  double x, y;
 };
 
 // One traced run.
@@ -96,7 +97,7 @@ PlanOptions AlternativeOptions(PlanOptions o, int which) {
 }
 
 struct Fit {
-  double per_block = 0, per_item = 0, r2 = 0, median_rel = 0;
+  double slope = 0, intercept = 0, r2 = 0, median_rel = 0;
   int n = 0;
 };
 
@@ -106,24 +107,24 @@ Fit LeastSquares(const std::vector<Sample>& s) {
   if (s.size() < 2) return f;
   double sx = 0, sy = 0, sxx = 0, sxy = 0;
   for (const Sample& x : s) {
-    sx += x.blocks;
-    sy += x.cycles;
-    sxx += x.blocks * x.blocks;
-    sxy += x.blocks * x.cycles;
+    sx += x.x;
+    sy += x.y;
+    sxx += x.x * x.x;
+    sxy += x.x * x.y;
   }
   const double n = static_cast<double>(s.size());
   const double den = n * sxx - sx * sx;
   if (den <= 0) return f;
-  f.per_block = (n * sxy - sx * sy) / den;
-  f.per_item = (sy - f.per_block * sx) / n;
+  f.slope = (n * sxy - sx * sy) / den;
+  f.intercept = (sy - f.slope * sx) / n;
   const double mean = sy / n;
   double ss_res = 0, ss_tot = 0;
   std::vector<double> rel;
   for (const Sample& x : s) {
-    const double pred = f.per_block * x.blocks + f.per_item;
-    ss_res += (x.cycles - pred) * (x.cycles - pred);
-    ss_tot += (x.cycles - mean) * (x.cycles - mean);
-    rel.push_back(std::fabs(x.cycles - pred) / std::max(1.0, x.cycles));
+    const double pred = f.slope * x.x + f.intercept;
+    ss_res += (x.y - pred) * (x.y - pred);
+    ss_tot += (x.y - mean) * (x.y - mean);
+    rel.push_back(std::fabs(x.y - pred) / std::max(1.0, x.y));
   }
   f.r2 = ss_tot > 0 ? 1.0 - ss_res / ss_tot : 1.0;
   std::nth_element(rel.begin(), rel.begin() + rel.size() / 2, rel.end());
@@ -286,16 +287,10 @@ int Main() {
 
   // The SM clock during the runs: the traced launch's event time is the busiest CU's
   // cycles / clock plus a fixed launch cost, so fit traced_us = cycles * k + c over the runs.
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (const Run& r : runs) {
-    sx += r.busiest_cycles;
-    sy += r.traced_us;
-    sxx += r.busiest_cycles * r.busiest_cycles;
-    sxy += r.busiest_cycles * r.traced_us;
-  }
-  const double nr = static_cast<double>(runs.size());
-  const double k_us = (nr * sxy - sx * sy) / (nr * sxx - sx * sx);
-  const double launch_us = (sy - k_us * sx) / nr;
+  std::vector<Sample> spans;
+  for (const Run& r : runs) spans.push_back({r.busiest_cycles, r.traced_us});
+  const Fit clock_fit = LeastSquares(spans);
+  const double k_us = clock_fit.slope, launch_us = clock_fit.intercept;
   const double clock_ghz = 1e-3 / k_us;
   std::printf(
       "\nSM clock during the runs: %.3f GHz (fit of traced time on busiest-CU cycles over %d "
@@ -310,8 +305,8 @@ int Main() {
     const Fit f = LeastSquares(s);
     fits[key] = f;
     std::printf("%-5s %5d %7d %12.1f %12.1f %10.1f %10.1f %7.4f %10.1f%%\n", key.first.c_str(),
-                key.second, f.n, f.per_block, f.per_item, f.per_block / clock_ghz,
-                f.per_item / clock_ghz, f.r2, 100 * f.median_rel);
+                key.second, f.n, f.slope, f.intercept, f.slope / clock_ghz, f.intercept / clock_ghz,
+                f.r2, 100 * f.median_rel);
   }
 
   // Predicted (simulator makespan under the fitted ns costs) vs measured decode time, and
@@ -319,8 +314,8 @@ int Main() {
   auto params_of = [&](const Run& r) {
     sim::CostParams p = sim::BlockCostParams(r.batch, r.resolved);
     const Fit& f = fits[{r.dtype, r.rows}];
-    p.per_block = f.per_block / clock_ghz;
-    p.per_item = f.per_item / clock_ghz;
+    p.per_block = f.slope / clock_ghz;
+    p.per_item = f.intercept / clock_ghz;
     return p;
   };
   std::printf(
@@ -375,8 +370,8 @@ int Main() {
   for (const char* dtype : {"bf16", "fp8"}) {
     const Fit& f64 = fits[{dtype, 64}];
     std::printf("%s: cost { kv_granularity: %d ns_per_block: %.1f ns_per_item: %.1f\n", dtype,
-                runs.front().resolved.kv_granularity, f64.per_block / clock_ghz,
-                f64.per_item / clock_ghz);
+                runs.front().resolved.kv_granularity, f64.slope / clock_ghz,
+                f64.intercept / clock_ghz);
     for (int rows : {16, 32, 48, 64}) {
       const Fit& f = fits[{dtype, rows}];
       // The occupancy the runs had (the registry's blocks_per_cu, via PlanForDevice).
@@ -385,7 +380,7 @@ int Main() {
         if (r.dtype == dtype && r.rows == rows) per_cu = r.plan.num_cu / num_cu;
       }
       std::printf("    tile { rows: %d ns_per_block: %.1f ns_per_item: %.1f%s }\n", rows,
-                  f.per_block / clock_ghz, f.per_item / clock_ghz,
+                  f.slope / clock_ghz, f.intercept / clock_ghz,
                   per_cu > 1 ? absl::StrCat(" blocks_per_cu: ", per_cu).c_str() : "");
     }
     std::printf("  }\n");

@@ -1043,11 +1043,19 @@ __global__ void __launch_bounds__(kW * 32, kRg == 1 ? 2 : 1)
   DecodeBlock<kFp8, kW, kRg>(p);
 }
 
-// Whether the tensor-core path runs a launch with the compact layout (MmaLayout<., 1>): 256
-// threads and a plan whose tiles use <= 16 rows ((H / head_fold) x tokens_per_tile).
+// Whether the compact layout (MmaLayout<., 1>) can run a launch: 256 threads and a plan whose
+// tiles use <= 16 rows ((H / head_fold) x tokens_per_tile). The sm90 registry's
+// blocks_per_cu: 2 marks the same tiles (a test keeps the two in step).
 __host__ __device__ inline bool CompactLayoutFits(const MlaDecodeParams& p) {
   const int threads = p.block_threads != 0 ? p.block_threads : kThreads;
   return threads == 256 && p.head_fold >= 1 && p.num_heads / p.head_fold * p.tokens_per_tile <= 16;
+}
+
+// Whether the tensor-core path runs it with the compact layout on a device of `sms` SMs: it
+// fits and the grid has more than one block an SM (two compact blocks share an SM; a grid
+// of at most one block per SM keeps the 64-row layout's deeper ring).
+__host__ __device__ inline bool UseCompactLayout(const MlaDecodeParams& p, int sms) {
+  return CompactLayoutFits(p) && p.num_cu > sms;
 }
 
 }  // namespace mla

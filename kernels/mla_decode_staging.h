@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <vector>
 
 #include "kernels/mla_decode.h"
@@ -146,9 +145,6 @@ inline MlaDecodeParams DecodeParamsFor(const Batch& batch, const WorkPlan& plan,
   p.trace = d.trace;
   p.trace_capacity = d.trace != nullptr ? plan.num_works() : 0;
   p.trace_counts = d.trace_counts;
-  // MLAPS_MLA_BLOCK_THREADS=256|512 runs the GPU tests on one decode block shape (default:
-  // the launcher's).
-  if (const char* env = std::getenv("MLAPS_MLA_BLOCK_THREADS")) p.block_threads = std::atoi(env);
   return p;
 }
 

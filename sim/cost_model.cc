@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "metadata/registry.h"
 
 namespace mlaps::sim {
 
@@ -40,6 +41,17 @@ absl::StatusOr<CostParams> TimeCostParams(const Batch& batch, const PlanOptions&
   p.per_block = cost.ns_per_block() * scale;
   p.per_item = cost.ns_per_item();
   return p;
+}
+
+absl::StatusOr<double> PredictedDecodeNs(const Batch& batch, const PlanOptions& options,
+                                         const WorkPlan& plan) {
+  absl::StatusOr<PlanOptions> resolved = ResolveOptions(batch, options);
+  if (!resolved.ok()) return resolved.status();
+  absl::StatusOr<proto::CostModel> cost = VariantCost(batch.arch, plan.variant);
+  if (!cost.ok()) return cost.status();
+  absl::StatusOr<CostParams> params = TimeCostParams(batch, *resolved, plan, *cost);
+  if (!params.ok()) return params.status();
+  return EvaluatePlan(batch, plan, *params).makespan;
 }
 
 double WorkItemCost(const Batch& batch, const WorkPlan& plan, const WorkInfo& w,

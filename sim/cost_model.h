@@ -47,6 +47,13 @@ struct CostReport {
 absl::StatusOr<CostParams> TimeCostParams(const Batch& batch, const PlanOptions& resolved_options,
                                           const WorkPlan& plan, const proto::CostModel& cost);
 
+// The decode time (ns) the simulator predicts for `plan` of `batch`: its makespan under the
+// calibrated costs of plan.variant in the embedded registry of batch.arch (VariantCost, then
+// TimeCostParams with the resolved `options`). Errors: those of ResolveOptions, VariantCost
+// and TimeCostParams (FailedPrecondition for an uncalibrated variant, e.g. the AMD ones).
+absl::StatusOr<double> PredictedDecodeNs(const Batch& batch, const PlanOptions& options,
+                                         const WorkPlan& plan);
+
 // Cost of one item of `plan` (its visible kv blocks, plus the per-item cost).
 double WorkItemCost(const Batch& batch, const WorkPlan& plan, const WorkInfo& item,
                     const CostParams& params);

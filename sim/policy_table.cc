@@ -11,7 +11,6 @@
 
 #include "absl/strings/str_format.h"
 #include "metadata/planner.h"
-#include "metadata/registry.h"
 #include "sim/cost_model.h"
 #include "sim/plan_checker.h"
 
@@ -70,15 +69,8 @@ int main() {
         const sim::CostReport r =
             sim::EvaluatePlan(batch, *plan, sim::BlockCostParams(batch, resolved));
         // Predicted time where the registry has calibrated costs (sm90), else "-".
-        std::string predicted = "-";
-        absl::StatusOr<proto::CostModel> cost = VariantCost(arch, plan->variant);
-        if (cost.ok()) {
-          absl::StatusOr<sim::CostParams> ns = sim::TimeCostParams(batch, resolved, *plan, *cost);
-          if (ns.ok()) {
-            predicted =
-                absl::StrFormat("%.1f", sim::EvaluatePlan(batch, *plan, *ns).makespan * 1e-3);
-          }
-        }
+        absl::StatusOr<double> ns = sim::PredictedDecodeNs(batch, options, *plan);
+        const std::string predicted = ns.ok() ? absl::StrFormat("%.1f", *ns * 1e-3) : "-";
         std::printf("%-16s %-6d %-15s %9.0f %9.0f %7.3f %7d %7d %9s\n", f.name.c_str(),
                     plan->num_cu, std::string(PolicyName(policy)).c_str(), r.makespan,
                     r.lower_bound, r.balance(), r.split_tiles, r.pieces, predicted.c_str());

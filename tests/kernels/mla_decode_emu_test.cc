@@ -257,6 +257,16 @@ TEST(MlaDecodeEmuTest, RegistryBlocksPerCuMatchesTheKernel) {
         p.tokens_per_tile = v->tokens_per_tile;
         EXPECT_EQ(v->blocks_per_cu, mla::CompactLayoutFits(p) ? 2 : 1)
             << "H" << heads << " q" << qlen;
+        // The launcher runs the compact layout exactly for grids of more than one block an
+        // SM (132 SMs: the default 2 x 132 plan, not an explicit 132).
+        for (int num_cu : {1, 132, 133, 264}) {
+          p.num_cu = num_cu;
+          EXPECT_EQ(mla::UseCompactLayout(p, 132), v->blocks_per_cu == 2 && num_cu > 132)
+              << "H" << heads << " q" << qlen << " num_cu " << num_cu;
+        }
+        p.block_threads = 512;  // 16-warp blocks have no compact layout
+        p.num_cu = 264;
+        EXPECT_FALSE(mla::UseCompactLayout(p, 132));
       }
     }
   }

@@ -26,7 +26,6 @@ namespace mlaps::testing {
 // The launch staging lives in kernels/mla_decode_staging.h (the benchmarks use it too).
 using staging::BatchArena;
 using staging::CpRank;
-using staging::DecodeParamsFor;
 using staging::DecodePointers;
 using staging::MaskOf;
 using staging::PackBatch;
@@ -34,6 +33,18 @@ using staging::PackPlan;
 using staging::PartialRowsFor;
 using staging::PlanArena;
 using staging::ReduceParamsFor;
+
+// staging::DecodeParamsFor, plus MLAPS_MLA_BLOCK_THREADS=256|512 from the environment to run
+// the GPU tests on one decode block shape (default: the launcher's).
+inline MlaDecodeParams DecodeParamsFor(const Batch& batch, const WorkPlan& plan,
+                                       const BatchArena& ba, const PlanArena& pa, int64_t num_pages,
+                                       double q_scale, double kv_scale, int64_t partial_rows,
+                                       const DecodePointers& d) {
+  MlaDecodeParams p =
+      staging::DecodeParamsFor(batch, plan, ba, pa, num_pages, q_scale, kv_scale, partial_rows, d);
+  if (const char* env = std::getenv("MLAPS_MLA_BLOCK_THREADS")) p.block_threads = std::atoi(env);
+  return p;
+}
 
 // Q / KV values (floats holding exact bf16 or fp8 values) as the kernel's bytes.
 inline std::vector<uint8_t> ToDeviceBytes(const std::vector<float>& x, DType dtype) {

@@ -173,6 +173,28 @@ TEST(TimeCostParams, RefusesAnUncalibratedModel) {
   EXPECT_THAT(p.status().message(), HasSubstr("32-row tiles"));
 }
 
+TEST(PredictedDecodeNs, IsTheMakespanUnderTheRegistrysCosts) {
+  // sm90: the plan's makespan under its variant's registry costs; gfx950's registry has no
+  // calibrated costs, so no prediction.
+  const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 16, 1, 4000, 64);
+  PlanOptions options;
+  options.num_cu = 20;
+  const WorkPlan plan = PlanOrDie(batch, options);
+  absl::StatusOr<proto::CostModel> cost = VariantCost(Arch::kSm90, plan.variant);
+  ASSERT_TRUE(cost.ok());
+  absl::StatusOr<CostParams> p = TimeCostParams(batch, Resolved(batch, options), plan, *cost);
+  ASSERT_TRUE(p.ok());
+  absl::StatusOr<double> ns = PredictedDecodeNs(batch, options, plan);
+  ASSERT_TRUE(ns.ok()) << ns.status();
+  EXPECT_DOUBLE_EQ(*ns, EvaluatePlan(batch, plan, *p).makespan);
+  EXPECT_GT(*ns, 0);
+
+  const Batch amd = MakeUniformBatch(Arch::kGfx950, DType::kFp8, 16, 16, 2, 4000, 64);
+  const WorkPlan amd_plan = PlanOrDie(amd, options);
+  EXPECT_EQ(PredictedDecodeNs(amd, options, amd_plan).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 TEST(RegistryCost, EverySm90RowIsCalibratedForEveryTileItServes) {
   // The sm90 kernels serve 16, 32, 48 and 64 rows in use (H x tokens per tile); each row of
   // the registry carries a fitted, positive cost for each (kernels/mla_decode_calibrate).

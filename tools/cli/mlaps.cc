@@ -22,7 +22,6 @@
 #include "metadata/batch.h"
 #include "metadata/planner.h"
 #include "metadata/proto_io.h"
-#include "metadata/registry.h"
 #include "sim/cost_model.h"
 #include "sim/decode_case.h"
 #include "sim/executor.h"
@@ -169,16 +168,11 @@ void PrintSummary(const Batch& b, const WorkPlan& plan, const sim::CostReport& r
 
 // The decode time the simulator predicts for the plan under its variant's calibrated costs
 // (registry); variants with none (the AMD registries) print nothing.
-void PrintPredictedTime(const Batch& b, const PlanOptions& resolved, const WorkPlan& plan) {
-  absl::StatusOr<proto::CostModel> cost = VariantCost(b.arch, plan.variant);
-  if (!cost.ok()) return;
-  absl::StatusOr<sim::CostParams> params = sim::TimeCostParams(b, resolved, plan, *cost);
-  if (!params.ok()) return;
-  const sim::CostReport r = sim::EvaluatePlan(b, plan, *params);
-  absl::PrintF(
-      "  predicted  decode %.1f us (makespan under the registry's calibrated costs: %.0f ns a "
-      "block, %.0f ns an item)\n",
-      r.makespan * 1e-3, params->per_block, params->per_item);
+void PrintPredictedTime(const Batch& b, const PlanOptions& options, const WorkPlan& plan) {
+  absl::StatusOr<double> ns = sim::PredictedDecodeNs(b, options, plan);
+  if (!ns.ok()) return;
+  absl::PrintF("  predicted  decode %.1f us (makespan under the registry's calibrated costs)\n",
+               *ns * 1e-3);
 }
 
 int Fail(const absl::Status& s, int code) {
@@ -216,7 +210,7 @@ int RunPlan(const std::vector<std::string>& args) {
     const PlanOptions resolved = *ResolveOptions(b, *options);
     const sim::CostParams cost = sim::BlockCostParams(b, resolved);
     PrintSummary(b, *plan, sim::EvaluatePlan(b, *plan, cost));
-    PrintPredictedTime(b, resolved, *plan);
+    PrintPredictedTime(b, *options, *plan);
     if (!out.empty()) {
       const std::string path = PathFor(out, b, several);
       if (absl::Status s = WriteTextProtoFile(path, PlanToProto(*plan)); !s.ok()) return Fail(s, 1);

@@ -4,7 +4,7 @@
 // with natural-log LSEs. LSE_r that is +inf or NaN counts as -inf (a broken or empty rank
 // must not poison the row); a row where every rank is -inf gives O = 0, LSE = -inf.
 // fp32 arithmetic in a fixed order (ranks ascending, fmaf accumulation), the contract the
-// GPU merge kernel (kernels/lse_merge.h) follows; expf/logf may differ by an ulp or two
+// GPU merge kernel (kernels/cp/lse_merge.h) follows; expf/logf may differ by an ulp or two
 // between the CPU and the GPU.
 #ifndef MLAPS_SIM_CP_MERGE_H_
 #define MLAPS_SIM_CP_MERGE_H_

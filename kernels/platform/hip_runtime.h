@@ -4,7 +4,7 @@
 // NVIDIA (nvcc): exactly the subset of the HIP runtime API and device intrinsics that mlaps
 // uses, mapped onto CUDA. Debian's HIP 5.2 NVIDIA headers do not compile against CUDA 13
 // (removed cudaDeviceProp fields, old cudaMemPrefetchAsync), hence this file. Add a name
-// here only when a source needs it; tests/kernels/platform_test.hip exercises each one.
+// here only when a source needs it; tests/kernels/platform/platform_test.hip exercises each one.
 #ifndef MLAPS_KERNELS_PLATFORM_HIP_RUNTIME_H_
 #define MLAPS_KERNELS_PLATFORM_HIP_RUNTIME_H_
 

@@ -197,7 +197,7 @@ TEST(PredictedDecodeNs, IsTheMakespanUnderTheRegistrysCosts) {
 
 TEST(RegistryCost, EverySm90RowIsCalibratedForEveryTileItServes) {
   // The sm90 kernels serve 16, 32, 48 and 64 rows in use (H x tokens per tile); each row of
-  // the registry carries a fitted, positive cost for each (kernels/mla_decode_calibrate).
+  // the registry carries a fitted, positive cost for each (kernels/decode/mla_decode_calibrate).
   absl::StatusOr<proto::KernelRegistry> registry = LoadRegistry(Arch::kSm90);
   ASSERT_TRUE(registry.ok()) << registry.status();
   for (const proto::KernelRow& row : registry->kernel()) {

@@ -1,6 +1,6 @@
 // A CPU emulation of the small part of the HIP/CUDA device dialect that
-// kernels/mla_decode_device.h uses, so that its kernels run unchanged on the host in CPU
-// tests (tests/kernels/mla_decode_emu_test.cc): the same tile code, MMA fragment layouts,
+// kernels/decode/mla_decode_device.h uses, so that its kernels run unchanged on the host in CPU
+// tests (tests/kernels/decode/mla_decode_emu_test.cc): the same tile code, MMA fragment layouts,
 // cp.async ring and barriers, compared with the simulator without a GPU.
 //
 // Model: blocks run one after another; a block's threads are cooperatively scheduled fibers
@@ -14,7 +14,7 @@
 // Addresses that the hardware requires aligned (ldmatrix rows, cp.async, 16-byte vector
 // accesses through the helpers) abort with a message when they are not.
 //
-// Include this header before kernels/mla_decode_device.h and after any library headers
+// Include this header before kernels/decode/mla_decode_device.h and after any library headers
 // (its macros, e.g. __shared__, would otherwise reach them).
 #ifndef MLAPS_TESTS_KERNELS_EMU_HIP_HOST_EMULATION_H_
 #define MLAPS_TESTS_KERNELS_EMU_HIP_HOST_EMULATION_H_

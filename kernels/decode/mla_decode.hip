@@ -1,0 +1,190 @@
+// Host launch API of the persistent MLA decode kernel and its reduce (mla_decode.h). The
+// device code lives in mla_decode_device.h (tensor-core path on NVIDIA, generic path on AMD).
+#include <atomic>
+
+#include "kernels/decode/mla_decode.h"
+#include "kernels/decode/mla_decode_device.h"
+#include "kernels/decode/mla_reduce_device.h"
+#include "kernels/platform/hip_runtime.h"
+
+namespace mlaps {
+namespace {
+
+// This build's device path: the NVIDIA build compiles the tensor-core path (sm_90a), the
+// AMD build the generic one. The host pass of either cannot see __CUDA_ARCH__, hence the
+// build macro.
+#if defined(MLAPS_GPU_CUDA)
+constexpr bool kMmaPath = true;
+#else
+constexpr bool kMmaPath = false;
+#endif
+
+bool PowerOfTwo(int x) { return x > 0 && (x & (x - 1)) == 0; }
+
+// Decode block threads when MlaDecodeParams::block_threads is 0.
+constexpr int kDefaultThreads = 256;
+
+}  // namespace
+
+const char* MlaDecodeParamsError(const MlaDecodeParams& p) {
+  if (p.q == nullptr || p.kv_cache == nullptr) return "q and kv_cache are required";
+  if (p.kv_indices == nullptr || p.qo_indptr == nullptr || p.kv_indptr == nullptr ||
+      p.kv_last_page_lens == nullptr) {
+    return "kv_indices, qo_indptr, kv_indptr and kv_last_page_lens are required";
+  }
+  if (p.work_indptr == nullptr || p.work_info == nullptr) {
+    return "work_indptr and work_info are required";
+  }
+  if ((p.o == nullptr) == (p.o_fp32 == nullptr)) return "exactly one of o and o_fp32 is required";
+  if (p.lse == nullptr) return "lse is required";
+  if (p.status == nullptr) return "status is required";
+  if (p.num_requests < 1) return "num_requests must be >= 1";
+  if (p.num_q_tokens < 0 || p.num_pages < 0 || p.num_kv_indices < 0 || p.work_info_capacity < 0 ||
+      p.partial_rows_capacity < 0) {
+    return "sizes and capacities must be >= 0";
+  }
+  if (p.num_cu < 1) return "num_cu must be >= 1";
+  if (p.num_heads < 1 || p.head_fold < 1 || p.num_heads % p.head_fold != 0) {
+    return "head_fold must divide num_heads";
+  }
+  const int hpg = p.num_heads / p.head_fold;
+  if (p.rows_per_tile != mla::kTileRows) {
+    return "rows_per_tile must be 64 (the sm90 registry's tile; 128-row variants are not "
+           "implemented)";
+  }
+  if (p.tokens_per_tile < 1 || int64_t{hpg} * p.tokens_per_tile > p.rows_per_tile) {
+    return "(num_heads / head_fold) * tokens_per_tile must be in [1, rows_per_tile]";
+  }
+  if (kMmaPath && hpg % 16 != 0) {
+    return "num_heads / head_fold must be a multiple of 16 (16-row MMA groups)";
+  }
+  if (!PowerOfTwo(p.page_size) || p.page_size > 4096) {
+    return "page_size must be a power of two in [1, 4096]";
+  }
+  if (p.dtype != kMlaBf16 && p.dtype != kMlaFp8E4m3fn) return "dtype must be bf16 or fp8 e4m3fn";
+  if (p.mask != kMlaMaskCausal && p.mask != kMlaMaskNone && p.mask != kMlaMaskCpRoundRobin) {
+    return "unknown mask";
+  }
+  if (p.cp_world_size < 1) return "cp_world_size must be >= 1";
+  if (p.cp_interleave < 1 || (p.cp_interleave & (p.cp_interleave - 1)) != 0) {
+    return "cp_interleave must be a power of two";
+  }
+  if (p.cp_rank < 0 || p.cp_rank >= p.cp_world_size) return "cp_rank must be in [0, cp_world_size)";
+  if (p.mask == kMlaMaskCpRoundRobin && p.cp_global_kv_len == nullptr) {
+    return "cp_global_kv_len is required for CP round-robin";
+  }
+  if (!(p.sm_scale > 0.0f) || !(p.q_scale > 0.0f) || !(p.kv_scale > 0.0f)) {
+    return "sm_scale, q_scale and kv_scale must be > 0";
+  }
+  if ((p.partial_o == nullptr || p.partial_lse == nullptr) && p.partial_rows_capacity > 0) {
+    return "partial_o and partial_lse are required when partial_rows_capacity > 0";
+  }
+  if ((reinterpret_cast<uintptr_t>(p.q) | reinterpret_cast<uintptr_t>(p.kv_cache) |
+       reinterpret_cast<uintptr_t>(p.o) | reinterpret_cast<uintptr_t>(p.o_fp32) |
+       reinterpret_cast<uintptr_t>(p.partial_o)) %
+          16 !=
+      0) {
+    return "q, kv_cache, o, o_fp32 and partial_o must be 16-byte aligned";
+  }
+  if (p.trace != nullptr && p.trace_counts == nullptr) return "trace needs trace_counts";
+  if (p.block_threads != 0 && p.block_threads != 256 && p.block_threads != 512) {
+    return "block_threads must be 0, 256 or 512";
+  }
+  return nullptr;
+}
+
+const char* MlaReduceParamsError(const MlaReduceParams& p) {
+  if (p.reduce_indptr == nullptr || p.reduce_final_map == nullptr ||
+      p.reduce_partial_map == nullptr) {
+    return "reduce_indptr, reduce_final_map and reduce_partial_map are required";
+  }
+  if (p.qo_indptr == nullptr || p.partial_o == nullptr || p.partial_lse == nullptr ||
+      p.lse == nullptr || p.status == nullptr) {
+    return "qo_indptr, partial_o, partial_lse, lse and status are required";
+  }
+  if ((p.o == nullptr) == (p.o_fp32 == nullptr)) return "exactly one of o and o_fp32 is required";
+  if (p.num_requests < 1) return "num_requests must be >= 1";
+  if (p.num_heads < 1 || p.head_fold < 1 || p.num_heads % p.head_fold != 0) {
+    return "head_fold must divide num_heads";
+  }
+  if (p.reduce_tiles_capacity < 0 || p.num_reduce_tiles < 0 || p.reduce_partial_map_capacity < 0 ||
+      p.partial_rows_capacity < 0 || p.num_q_tokens < 0) {
+    return "sizes and capacities must be >= 0";
+  }
+  if (p.num_reduce_tiles_device == nullptr && p.num_reduce_tiles > p.reduce_tiles_capacity) {
+    return "num_reduce_tiles exceeds reduce_tiles_capacity";
+  }
+  if ((reinterpret_cast<uintptr_t>(p.partial_o) | reinterpret_cast<uintptr_t>(p.o) |
+       reinterpret_cast<uintptr_t>(p.o_fp32)) %
+          16 !=
+      0) {
+    return "partial_o, o and o_fp32 must be 16-byte aligned";
+  }
+  return nullptr;
+}
+
+namespace {
+
+// mla::UseCompactLayout on the current device (a cheap attribute query, no runtime state).
+bool UseCompact(const MlaDecodeParams& p) {
+  if (!kMmaPath || !mla::CompactLayoutFits(p)) return false;
+  int device = 0, sms = 0;
+  if (hipGetDevice(&device) != hipSuccess ||
+      hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device) != hipSuccess) {
+    return false;
+  }
+  return mla::UseCompactLayout(p, sms);
+}
+
+}  // namespace
+
+int64_t MlaDecodeSharedBytes(const MlaDecodeParams& p) {
+  if (!kMmaPath) return 0;
+  const bool fp8 = p.dtype == kMlaFp8E4m3fn;
+  if (UseCompact(p)) {
+    return fp8 ? mla::MmaLayout<true, 1>::kBytes : mla::MmaLayout<false, 1>::kBytes;
+  }
+  return fp8 ? mla::MmaLayout<true>::kBytes : mla::MmaLayout<false>::kBytes;
+}
+
+int LaunchMlaDecode(const MlaDecodeParams& params, void* stream) {
+  if (MlaDecodeParamsError(params) != nullptr) return hipErrorInvalidValue;
+  const bool fp8 = params.dtype == kMlaFp8E4m3fn;
+  const int smem = static_cast<int>(MlaDecodeSharedBytes(params));
+  const int threads = params.block_threads != 0 ? params.block_threads : kDefaultThreads;
+  const bool wide = threads == 512;
+  const bool compact = UseCompact(params);
+  using Kernel = void (*)(MlaDecodeParams);
+  // [fp8][0: 64-row 256 threads, 1: 64-row 512 threads, 2: compact 256 threads]
+  static constexpr Kernel kKernels[2][3] = {
+      {mla::MlaDecodeKernel<false, 8, 4>, mla::MlaDecodeKernel<false, 16, 4>,
+       mla::MlaDecodeKernel<false, 8, 1>},
+      {mla::MlaDecodeKernel<true, 8, 4>, mla::MlaDecodeKernel<true, 16, 4>,
+       mla::MlaDecodeKernel<true, 8, 1>}};
+  const int shape = compact ? 2 : wide ? 1 : 0;
+  const Kernel kernel = kKernels[fp8 ? 1 : 0][shape];
+  const int variant = (fp8 ? 3 : 0) + shape;
+  // Above 48 KB a block's dynamic shared memory must be allowed explicitly, once per kernel
+  // (the first launch of each does it, so later launches, e.g. under graph capture, make no
+  // runtime calls besides the launch).
+  static std::atomic<bool> allowed[6] = {false, false, false, false, false, false};
+  if (smem > 48 * 1024 && !allowed[variant].load(std::memory_order_acquire)) {
+    const hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                                             hipFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != hipSuccess) return e;
+    allowed[variant].store(true, std::memory_order_release);
+  }
+  hipLaunchKernelGGL(kernel, dim3(params.num_cu), dim3(threads), smem,
+                     static_cast<hipStream_t>(stream), params);
+  return hipGetLastError();
+}
+
+int LaunchMlaReduce(const MlaReduceParams& params, void* stream) {
+  if (MlaReduceParamsError(params) != nullptr) return hipErrorInvalidValue;
+  if (params.reduce_tiles_capacity == 0) return hipSuccess;  // no split tile can exist
+  hipLaunchKernelGGL(mla::MlaReduceKernel, dim3(params.reduce_tiles_capacity, mla::kReduceRowSplit),
+                     dim3(mla::kReduceThreads), 0, static_cast<hipStream_t>(stream), params);
+  return hipGetLastError();
+}
+
+}  // namespace mlaps

@@ -1,0 +1,269 @@
+// MLA decode + reduce on the benchmark shapes: per shape, microseconds of the decode, the
+// reduce and both, with TB/s and TFLOP/s by DESIGN.md's formulas
+//   flops = qlen * sum_kv * H * (576 + 512) * 2,   bytes = kv bytes + q bytes + o bytes
+// (kv counted once, although H = 128 runs as 2 head groups that each read it).
+// Timing: CUDA/HIP events around replays of a graph of kLaunches launches (median of
+// kReplays replays). Each launch streams the whole KV cache (0.6 - 1.2 GB, 10 - 20x the
+// 60 MB L2), so the L2 cannot serve repeats; Q and the plan may stay in L2.
+//
+//   tools/gpu_bundle.sh --only mla_decode && gpu_bundle/run.sh --bench --filter mla_decode
+//
+// Prints a device-to-device copy bandwidth first (the memory roof measured on this card),
+// then the table last.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/decode/mla_decode.h"
+#include "kernels/decode/mla_decode_bench_harness.h"
+#include "kernels/platform/hip_runtime.h"
+#include "metadata/batch.h"
+#include "metadata/planner.h"
+#include "metadata/sparse_layout.h"
+#include "sim/cost_model.h"
+
+namespace mlaps {
+namespace {
+
+using bench::TimeGraph;
+#define CHECK_HIP MLAPS_CHECK_HIP
+
+// Reads `words` uint4 words (grid-stride), so the compiler cannot drop the loads: the read
+// bandwidth roof that decode (read-dominated) is bounded by.
+__global__ void ReadAll(const uint4* src, long long words, unsigned* sink) {
+  unsigned acc = 0;
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < words;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const uint4 v = src[i];
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x12345678u) *sink = acc;
+}
+
+// The simulator's predicted decode time (us) of `plan`: its makespan under the calibrated
+// costs of the plan's variant in the sm90 registry; -1 when the registry has none.
+double PredictedDecodeUs(const Batch& batch, const PlanOptions& options, const WorkPlan& plan) {
+  absl::StatusOr<double> ns = sim::PredictedDecodeNs(batch, options, plan);
+  return ns.ok() ? *ns * 1e-3 : -1;
+}
+
+struct Row {
+  std::string kind;  // dense | sparse2048
+  std::string dtype;
+  int batch, ctx, heads, qlen, items, splits, blocks;
+  float decode_us, reduce_us, total_us;
+  double tbps, tflops;
+  double predicted_us;  // the simulator's makespan under the registry's calibrated costs; < 0: none
+};
+
+// Stages, checks and times one case and appends its row (unless `once`: one checked launch).
+// kv_rows: KV rows read (dense: the batch's kv tokens, once for all heads; sparse: tokens x
+// topk); pairs: (q token, kv token) pairs attended (dense: qlen x kv tokens). DESIGN.md:
+// bytes = kv_rows x 576 x elem + q rows x 576 x elem + o rows x 512 x 2;
+// flops = pairs x H x (576 + 512) x 2.
+bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const char* kind,
+                 int batch_size, int ctx, int qlen, double kv_rows, double pairs,
+                 const bench::DecodeBuffers& buffers, int num_cu, hipStream_t stream, bool once,
+                 std::vector<Row>* rows) {
+  const bool fp8 = batch.kv_dtype == DType::kFp8;
+  PlanOptions options;
+  absl::StatusOr<WorkPlan> plan = bench::PlanForDevice(batch, options, num_cu);
+  if (!plan.ok()) {
+    std::fprintf(stderr, "plan: %s\n", std::string(plan.status().message()).c_str());
+    return false;
+  }
+  options.num_cu = plan->num_cu;
+  bench::StagedCase staged;
+  if (!bench::StageCase(batch, *plan, pages, buffers, &staged)) return false;
+  MlaDecodeParams& p = staged.decode;
+  if (const char* env = std::getenv("MLAPS_MLA_BLOCK_THREADS")) p.block_threads = std::atoi(env);
+  const MlaReduceParams& r = staged.reduce;
+  // A direct launch first (sets the shared-memory attribute, checks the status word).
+  if (!bench::RunChecked(staged, stream)) return false;
+  if (once) {
+    std::printf("ran %s %s H%d q%d B%d ctx%d once\n", kind, fp8 ? "fp8" : "bf16", batch.num_heads,
+                qlen, batch_size, ctx);
+    return true;
+  }
+  Row row;
+  row.kind = kind;
+  row.dtype = fp8 ? "fp8" : "bf16";
+  row.batch = batch_size;
+  row.ctx = ctx;
+  row.heads = batch.num_heads;
+  row.qlen = qlen;
+  row.items = plan->num_works();
+  row.blocks = plan->num_cu;
+  row.splits = plan->num_reduce_tiles();
+  row.decode_us = 1e3f * TimeGraph(stream, [&] { LaunchMlaDecode(p, stream); });
+  row.reduce_us = plan->num_reduce_tiles() > 0
+                      ? 1e3f * TimeGraph(stream, [&] { LaunchMlaReduce(r, stream); })
+                      : 0.0f;
+  row.total_us = 1e3f * TimeGraph(stream, [&] {
+                   LaunchMlaDecode(p, stream);
+                   LaunchMlaReduce(r, stream);
+                 });
+  const int elem = fp8 ? 1 : 2;
+  const double q_rows = static_cast<double>(batch.total_q_tokens()) * batch.num_heads;
+  const double bytes = kv_rows * 576 * elem + q_rows * 576 * elem + q_rows * 512 * 2;
+  const double flops = pairs * batch.num_heads * (576 + 512) * 2;
+  row.tbps = bytes / (row.total_us * 1e-6) / 1e12;
+  row.tflops = flops / (row.total_us * 1e-6) / 1e12;
+  row.predicted_us = PredictedDecodeUs(batch, options, *plan);
+  rows->push_back(row);
+  std::printf("  %s %s B%d ctx%d H%d q%d: decode %.1f us, reduce %.1f us, total %.1f us\n", kind,
+              row.dtype.c_str(), batch_size, ctx, batch.num_heads, qlen, row.decode_us,
+              row.reduce_us, row.total_us);
+  std::fflush(stdout);
+  return true;
+}
+
+// Optional: --only DTYPE,H,QLEN,BATCH,CTX runs one shape; --once launches it once, untimed
+// (for a profiler: ncu -k regex:MlaDecodeKernel -c 1 ... --only bf16,16,1,128,8192 --once).
+struct Filter {
+  bool any = true;
+  std::string dtype;
+  int heads = 0, qlen = 0, batch = 0, ctx = 0;
+  bool once = false;
+};
+
+int Main(const Filter& filter) {
+  hipDeviceProp_t prop;
+  CHECK_HIP(hipGetDeviceProperties(&prop, 0));
+  const int num_cu = prop.multiProcessorCount;
+  hipStream_t stream;
+  CHECK_HIP(hipStreamCreate(&stream));
+
+  // The memory roof: a 1 GiB device-to-device copy (bytes read + written).
+  {
+    const size_t n = size_t{1} << 30;
+    void *src, *dst;
+    CHECK_HIP(hipMalloc(&src, n));
+    CHECK_HIP(hipMalloc(&dst, n));
+    CHECK_HIP(hipMemsetAsync(src, 1, n, stream));
+    const float ms = TimeGraph(
+        stream, [&] { CHECK_HIP(hipMemcpyAsync(dst, src, n, hipMemcpyDeviceToDevice, stream)); });
+    unsigned* sink = reinterpret_cast<unsigned*>(dst);
+    const float read_ms = TimeGraph(stream, [&] {
+      hipLaunchKernelGGL(ReadAll, dim3(num_cu * 8), dim3(512), 0, stream,
+                         static_cast<const uint4*>(src), static_cast<long long>(n / 16), sink);
+    });
+    std::printf(
+        "device %s, %d SMs: D2D copy of 1 GiB: %.1f us, %.2f TB/s (read + write); "
+        "read-only kernel over 1 GiB: %.1f us, %.2f TB/s\n",
+        prop.name, num_cu, ms * 1e3, 2.0 * n / (ms * 1e-3) / 1e12, read_ms * 1e3,
+        n / (read_ms * 1e-3) / 1e12);
+    CHECK_HIP(hipFree(src));
+    CHECK_HIP(hipFree(dst));
+  }
+
+  // Buffers for the largest shape: 1M kv tokens (both shapes), Q / O of H=128 x qlen 4.
+  const int page = 64;
+  const bench::DecodeBuffers buffers =
+      bench::AllocateDecodeBuffers(int64_t{128} * 8192, int64_t{128} * 4 * 128);
+
+  std::vector<Row> rows;
+  struct Shape {
+    int heads, qlen;
+  };
+  const Shape shapes[] = {{16, 1}, {16, 4}, {64, 2}, {128, 1}, {128, 2}};
+  const std::pair<int, int> sizes[] = {{128, 8192}, {64, 16384}};
+  std::mt19937 rng(5);
+  for (DType dtype : {DType::kBf16, DType::kFp8}) {
+    const bool fp8 = dtype == DType::kFp8;
+    if (!filter.any && filter.dtype != (fp8 ? "fp8" : "bf16")) continue;
+    bench::FillDecodeBuffers(buffers, fp8, stream);
+    for (const auto& [batch_size, ctx] : sizes) {
+      for (const Shape& s : shapes) {
+        if (!filter.any && (filter.heads != s.heads || filter.qlen != s.qlen ||
+                            filter.batch != batch_size || filter.ctx != ctx)) {
+          continue;
+        }
+        const Batch batch =
+            MakeUniformBatch(Arch::kSm90, dtype, s.heads, batch_size, s.qlen, ctx, page);
+        // Pages scattered over the cache (a shuffled page table).
+        const std::vector<int32_t> pages = bench::ShuffledPages(batch, rng);
+        const double sum_kv = static_cast<double>(batch_size) * ctx;
+        if (!MeasureCase(batch, pages, "dense", batch_size, ctx, s.qlen, sum_kv, s.qlen * sum_kv,
+                         buffers, num_cu, stream, filter.once, &rows)) {
+          return 1;
+        }
+      }
+    }
+    // Sparse per-token decode (DSA): H = 128, qlen 2, topk 2048, batch 128 of 8192 cached
+    // tokens; each q token attends 2048 distinct slots drawn from its request's tokens.
+    if (filter.any) {
+      const int batch_size = 128, ctx = 8192, qlen = 2, topk = 2048;
+      absl::StatusOr<SparseLayout> layout = MakeSparseLayout(
+          Arch::kSm90, dtype, 128, std::vector<int32_t>(batch_size, ctx), qlen, topk, batch_size);
+      if (!layout.ok()) {
+        std::fprintf(stderr, "sparse layout: %s\n", std::string(layout.status().message()).c_str());
+        return 1;
+      }
+      std::vector<int32_t> slots, perm(ctx);
+      for (int32_t seq : layout->token_to_seq) {
+        for (int i = 0; i < ctx; ++i) perm[i] = seq * ctx + i;
+        std::shuffle(perm.begin(), perm.end(), rng);
+        slots.insert(slots.end(), perm.begin(), perm.begin() + topk);
+      }
+      const double pairs = static_cast<double>(layout->token_to_seq.size()) * topk;
+      if (!MeasureCase(layout->batch, slots, "sparse2048", batch_size, ctx, qlen, pairs, pairs,
+                       buffers, num_cu, stream, filter.once, &rows)) {
+        return 1;
+      }
+    }
+  }
+  const char* threads_env = std::getenv("MLAPS_MLA_BLOCK_THREADS");
+  std::printf("\ndecode block threads: %s\n", threads_env ? threads_env : "default");
+  // sim_us: the simulator's predicted decode time (makespan of the plan under the sm90
+  // registry's calibrated costs); sim_err: (sim_us - decode_us) / decode_us.
+  // blocks: persistent decode blocks (the plan's CUs; 2 an SM for 16-row tiles).
+  std::printf("%-10s %-5s %5s %6s %4s %4s %6s %6s %6s %10s %10s %10s %8s %9s %8s %9s %8s\n", "kind",
+              "dtype", "batch", "ctx", "H", "qlen", "blocks", "items", "splits", "decode_us",
+              "reduce_us", "total_us", "TB/s", "TFLOP/s", "reduce%", "sim_us", "sim_err");
+  for (const Row& r : rows) {
+    char sim[32] = "-", err[32] = "-";
+    if (r.predicted_us >= 0) {
+      std::snprintf(sim, sizeof(sim), "%.1f", r.predicted_us);
+      std::snprintf(err, sizeof(err), "%+.1f%%",
+                    100.0 * (r.predicted_us - r.decode_us) / r.decode_us);
+    }
+    std::printf(
+        "%-10s %-5s %5d %6d %4d %4d %6d %6d %6d %10.1f %10.1f %10.1f %8.2f %9.1f %7.1f%% %9s "
+        "%8s\n",
+        r.kind.c_str(), r.dtype.c_str(), r.batch, r.ctx, r.heads, r.qlen, r.blocks, r.items,
+        r.splits, r.decode_us, r.reduce_us, r.total_us, r.tbps, r.tflops,
+        r.decode_us > 0 ? 100.0 * r.reduce_us / r.decode_us : 0.0, sim, err);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace mlaps
+
+int main(int argc, char** argv) {
+  mlaps::Filter filter;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--once") {
+      filter.once = true;
+    } else if (arg == "--only" && i + 1 < argc) {
+      char dtype[8] = {0};
+      if (std::sscanf(argv[++i], "%7[a-z0-9],%d,%d,%d,%d", dtype, &filter.heads, &filter.qlen,
+                      &filter.batch, &filter.ctx) != 5) {
+        std::fprintf(stderr, "--only DTYPE,H,QLEN,BATCH,CTX\n");
+        return 2;
+      }
+      filter.dtype = dtype;
+      filter.any = false;
+    } else {
+      std::fprintf(stderr, "usage: %s [--only DTYPE,H,QLEN,BATCH,CTX] [--once]\n", argv[0]);
+      return 2;
+    }
+  }
+  return mlaps::Main(filter);
+}

@@ -1,0 +1,394 @@
+// Calibrates the simulator's cost model (sim/cost_model.h) against the MLA decode kernel.
+//
+// For each dtype and each tile fill the sm90 kernels run (16, 32, 48, 64 q rows in use:
+// (H, qlen) = (16,1) (16,2) (16,3) (16,4) (32,1) (48,1) (64,1) (128,1) (128,2)), it plans batch
+// families with few long items, many short ones, varlen and split tiles, runs each plan
+// once in trace mode with per-item clocks, and fits
+//     cycles of an item = ns_per_block' * blocks + ns_per_item'
+// by least squares over every item of the fill (blocks = ceil(visible kv / kv_granularity),
+// as the cost model counts them; an item's time runs from its start to the next item's
+// start on its CU, so the per-item constant carries the loop's own overhead). Cycles become
+// ns through the SM clock measured in the same runs (busiest CU's cycles / event time).
+//
+// Then, for every run, it compares the simulator's makespan under the fitted costs with the
+// measured (untraced) decode time, and the two planner policies' predicted order with their
+// measured order. It prints the registry entries to paste into
+// metadata/registry/sm90.textproto last.
+//
+//   tools/gpu_bundle.sh --only mla_decode && gpu_bundle/run.sh --bench-only --filter calibrate
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/decode/mla_decode.h"
+#include "kernels/decode/mla_decode_bench_harness.h"
+#include "kernels/platform/hip_runtime.h"
+#include "metadata/batch.h"
+#include "metadata/planner.h"
+#include "metadata/registry.h"
+#include "sim/cost_model.h"
+
+namespace mlaps {
+namespace {
+
+using bench::TimeGraph;
+
+struct Family {
+  std::string name;
+  std::vector<int> kv_lens;
+};
+
+std::vector<Family> Families() {
+  std::mt19937 rng(23);
+  std::vector<Family> out;
+  out.push_back({"uniform 128x8192", std::vector<int>(128, 8192)});
+  std::vector<int> varlen(64);
+  for (int& l : varlen) l = 64 + static_cast<int>(rng() % 16321);
+  out.push_back({"varlen 64xU[64,16384]", varlen});
+  out.push_back({"short 512x600", std::vector<int>(512, 600)});
+  std::vector<int> mixed(96);
+  for (int i = 0; i < 96; ++i) mixed[i] = i < 8 ? 32768 : 64 + static_cast<int>(rng() % 1985);
+  std::shuffle(mixed.begin(), mixed.end(), rng);
+  out.push_back({"mixed 8x32k+88xU[64,2048]", mixed});
+  return out;
+}
+
+struct Shape {
+  int heads, qlen;
+};
+constexpr Shape kShapes[] = {{16, 1}, {16, 2}, {16, 3},  {16, 4}, {32, 1},
+                             {48, 1}, {64, 1}, {128, 1}, {128, 2}};
+
+// One point of a straight-line fit y = slope * x + intercept (an item: x = its kv blocks,
+// y = its cycles; a run, for the clock: x = busiest block's cycles, y = traced us).
+struct Sample {
+  double x, y;
+};
+
+// One traced run.
+struct Run {
+  std::string dtype, family;
+  Shape shape;
+  int rows;  // q rows in use per tile
+  int items;
+  double traced_us;               // event time of the traced launch
+  double busiest_cycles;          // the busiest CU's first start -> last end
+  double measured_us;             // untraced decode, graph-timed
+  std::vector<double> cu_cycles;  // per CU: first start -> last end
+  WorkPlan plan;
+  Batch batch;
+  PlanOptions resolved;
+  // Other planner settings on the same batch (kAlternatives), untraced.
+  WorkPlan alt_plan[2];
+  double alt_measured_us[2] = {0, 0};
+};
+
+// The planner settings the simulator must rank against the default (greedy payload).
+constexpr const char* kAlternatives[2] = {"longest-first", "no splits"};
+PlanOptions AlternativeOptions(PlanOptions o, int which) {
+  if (which == 0) o.policy = PlanPolicy::kLongestFirst;
+  if (which == 1) o.max_split_per_batch = 1;  // whole tiles only
+  return o;
+}
+
+struct Fit {
+  double slope = 0, intercept = 0, r2 = 0, median_rel = 0;
+  int n = 0;
+};
+
+Fit LeastSquares(const std::vector<Sample>& s) {
+  Fit f;
+  f.n = static_cast<int>(s.size());
+  if (s.size() < 2) return f;
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const Sample& x : s) {
+    sx += x.x;
+    sy += x.y;
+    sxx += x.x * x.x;
+    sxy += x.x * x.y;
+  }
+  const double n = static_cast<double>(s.size());
+  const double den = n * sxx - sx * sx;
+  if (den <= 0) return f;
+  f.slope = (n * sxy - sx * sy) / den;
+  f.intercept = (sy - f.slope * sx) / n;
+  const double mean = sy / n;
+  double ss_res = 0, ss_tot = 0;
+  std::vector<double> rel;
+  for (const Sample& x : s) {
+    const double pred = f.slope * x.x + f.intercept;
+    ss_res += (x.y - pred) * (x.y - pred);
+    ss_tot += (x.y - mean) * (x.y - mean);
+    rel.push_back(std::fabs(x.y - pred) / std::max(1.0, x.y));
+  }
+  f.r2 = ss_tot > 0 ? 1.0 - ss_res / ss_tot : 1.0;
+  std::nth_element(rel.begin(), rel.begin() + rel.size() / 2, rel.end());
+  f.median_rel = rel[rel.size() / 2];
+  return f;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+int Main() {
+  hipDeviceProp_t prop;
+  MLAPS_CHECK_HIP(hipGetDeviceProperties(&prop, 0));
+  const int num_cu = prop.multiProcessorCount;
+  int clock_khz = 0;
+  MLAPS_CHECK_HIP(hipDeviceGetAttribute(&clock_khz, hipDeviceAttributeClockRate, 0));
+  hipStream_t stream;
+  MLAPS_CHECK_HIP(hipStreamCreate(&stream));
+  const int page = 64;
+  const bench::DecodeBuffers buffers =
+      bench::AllocateDecodeBuffers(int64_t{128} * 8192, int64_t{512} * 4 * 128);
+  const int64_t trace_capacity = int64_t{1} << 16;
+  MlaTraceEntry* trace;
+  int32_t* trace_counts;
+  MLAPS_CHECK_HIP(hipMalloc(&trace, trace_capacity * sizeof(MlaTraceEntry)));
+  MLAPS_CHECK_HIP(hipMalloc(&trace_counts, 4096 * sizeof(int32_t)));
+  hipEvent_t ev0, ev1;
+  MLAPS_CHECK_HIP(hipEventCreate(&ev0));
+  MLAPS_CHECK_HIP(hipEventCreate(&ev1));
+  std::printf("device %s, %d SMs, reported max SM clock %.0f MHz\n", prop.name, num_cu,
+              clock_khz / 1e3);
+
+  const std::vector<Family> families = Families();
+  std::map<std::pair<std::string, int>, std::vector<Sample>> samples;  // (dtype, rows)
+  std::vector<Run> runs;
+  std::mt19937 rng(3);
+  const int total = 2 * static_cast<int>(std::size(kShapes) * families.size());
+  for (DType dtype : {DType::kBf16, DType::kFp8}) {
+    const bool fp8 = dtype == DType::kFp8;
+    bench::FillDecodeBuffers(buffers, fp8, stream);
+    for (const Shape& shape : kShapes) {
+      for (const Family& family : families) {
+        Run run;
+        run.dtype = fp8 ? "fp8" : "bf16";
+        run.family = family.name;
+        run.shape = shape;
+        std::vector<int> lens = family.kv_lens;
+        for (int& l : lens) l = std::max(l, shape.qlen);
+        run.batch = MakeVarlenBatch(Arch::kSm90, dtype, shape.heads, lens, shape.qlen, page);
+        PlanOptions options;
+        absl::StatusOr<WorkPlan> plan = bench::PlanForDevice(run.batch, options, num_cu);
+        options.num_cu = plan.ok() ? plan->num_cu : num_cu;
+        absl::StatusOr<PlanOptions> resolved = ResolveOptions(run.batch, options);
+        if (!resolved.ok() || !plan.ok()) {
+          std::fprintf(stderr, "plan: %s\n", std::string(plan.status().message()).c_str());
+          return 1;
+        }
+        run.resolved = *resolved;
+        run.plan = *plan;
+        for (int a = 0; a < 2; ++a) {
+          absl::StatusOr<WorkPlan> alt = PlanDecode(run.batch, AlternativeOptions(options, a));
+          if (!alt.ok()) {
+            std::fprintf(stderr, "plan (%s): %s\n", kAlternatives[a],
+                         std::string(alt.status().message()).c_str());
+            return 1;
+          }
+          run.alt_plan[a] = *alt;
+        }
+        run.rows = shape.heads / plan->head_fold * plan->tokens_per_tile;
+        run.items = plan->num_works();
+        if (run.items > trace_capacity) {
+          std::fprintf(stderr, "trace buffer too small: %d items\n", run.items);
+          return 1;
+        }
+        const std::vector<int32_t> pages = bench::ShuffledPages(run.batch, rng);
+
+        // The other planner settings first, untraced: their measured times.
+        for (int a = 0; a < 2; ++a) {
+          bench::StagedCase alt;
+          if (!bench::StageCase(run.batch, run.alt_plan[a], pages, buffers, &alt) ||
+              !bench::RunChecked(alt, stream)) {
+            return 1;
+          }
+          run.alt_measured_us[a] =
+              1e3 * TimeGraph(
+                        stream, [&] { LaunchMlaDecode(alt.decode, stream); }, 5, 5);
+        }
+
+        bench::StagedCase staged;
+        if (!bench::StageCase(run.batch, run.plan, pages, buffers, &staged) ||
+            !bench::RunChecked(staged, stream)) {
+          return 1;
+        }
+        run.measured_us = 1e3 * TimeGraph(
+                                    stream, [&] { LaunchMlaDecode(staged.decode, stream); }, 5, 5);
+        // The traced launch.
+        MlaDecodeParams traced = staged.decode;
+        traced.trace = trace;
+        traced.trace_capacity = trace_capacity;
+        traced.trace_counts = trace_counts;
+        traced.trace_clocks = true;
+        MLAPS_CHECK_HIP(hipEventRecord(ev0, stream));
+        if (LaunchMlaDecode(traced, stream) != 0) {
+          std::fprintf(stderr, "traced launch refused: %s\n", MlaDecodeParamsError(traced));
+          return 1;
+        }
+        MLAPS_CHECK_HIP(hipEventRecord(ev1, stream));
+        MLAPS_CHECK_HIP(hipEventSynchronize(ev1));
+        float ms = 0;
+        MLAPS_CHECK_HIP(hipEventElapsedTime(&ms, ev0, ev1));
+        run.traced_us = 1e3 * ms;
+        std::vector<MlaTraceEntry> entries(run.items);
+        const int blocks = run.plan.num_cu;
+        std::vector<int32_t> counts(blocks);
+        MLAPS_CHECK_HIP(hipMemcpy(entries.data(), trace, entries.size() * sizeof(MlaTraceEntry),
+                                  hipMemcpyDeviceToHost));
+        MLAPS_CHECK_HIP(
+            hipMemcpy(counts.data(), trace_counts, counts.size() * 4, hipMemcpyDeviceToHost));
+
+        sim::CostParams blocks_only = sim::BlockCostParams(run.batch, run.resolved);
+        blocks_only.per_block = 1.0;
+        blocks_only.per_item = 0.0;
+        std::vector<Sample>& fill = samples[{run.dtype, run.rows}];
+        run.cu_cycles.assign(blocks, 0.0);
+        for (int c = 0; c < blocks; ++c) {
+          const int w0 = run.plan.work_indptr[c], w1 = run.plan.work_indptr[c + 1];
+          if (counts[c] != w1 - w0) {
+            std::fprintf(stderr, "cu %d ran %d items, the plan gives it %d\n", c, counts[c],
+                         w1 - w0);
+            return 1;
+          }
+          for (int i = w0; i < w1; ++i) {
+            const MlaTraceEntry& e = entries[i];
+            const int64_t end = i + 1 < w1 ? entries[i + 1].clock_begin : e.clock_end;
+            fill.push_back(
+                {sim::WorkItemCost(run.batch, run.plan, run.plan.work_info[i], blocks_only),
+                 static_cast<double>(end - e.clock_begin)});
+          }
+          if (w1 > w0) {
+            run.cu_cycles[c] =
+                static_cast<double>(entries[w1 - 1].clock_end - entries[w0].clock_begin);
+          }
+        }
+        run.busiest_cycles = *std::max_element(run.cu_cycles.begin(), run.cu_cycles.end());
+        runs.push_back(std::move(run));
+        const Run& r = runs.back();
+        std::printf(
+            "[%3d/%d] %-4s H%-3d q%d %-26s rows %2d items %5d: decode %8.1f us "
+            "(traced %8.1f us, busiest CU %.4g cycles); longest-first %8.1f us, no splits "
+            "%8.1f us\n",
+            static_cast<int>(runs.size()), total, r.dtype.c_str(), shape.heads, shape.qlen,
+            r.family.c_str(), r.rows, r.items, r.measured_us, r.traced_us, r.busiest_cycles,
+            r.alt_measured_us[0], r.alt_measured_us[1]);
+        std::fflush(stdout);
+      }
+    }
+  }
+
+  // The SM clock during the runs: the traced launch's event time is the busiest CU's
+  // cycles / clock plus a fixed launch cost, so fit traced_us = cycles * k + c over the runs.
+  std::vector<Sample> spans;
+  for (const Run& r : runs) spans.push_back({r.busiest_cycles, r.traced_us});
+  const Fit clock_fit = LeastSquares(spans);
+  const double k_us = clock_fit.slope, launch_us = clock_fit.intercept;
+  const double clock_ghz = 1e-3 / k_us;
+  std::printf(
+      "\nSM clock during the runs: %.3f GHz (fit of traced time on busiest-CU cycles over %d "
+      "runs; launch + event cost %.1f us; reported max %.3f GHz)\n",
+      clock_ghz, static_cast<int>(runs.size()), launch_us, clock_khz / 1e6);
+
+  std::printf("\nFits (cycles of an item = a * blocks + b; blocks of kv_granularity = 64):\n");
+  std::printf("%-5s %5s %7s %12s %12s %10s %10s %7s %11s\n", "dtype", "rows", "items",
+              "a cyc/block", "b cyc/item", "a ns", "b ns", "R^2", "median|res|");
+  std::map<std::pair<std::string, int>, Fit> fits;
+  for (const auto& [key, s] : samples) {
+    const Fit f = LeastSquares(s);
+    fits[key] = f;
+    std::printf("%-5s %5d %7d %12.1f %12.1f %10.1f %10.1f %7.4f %10.1f%%\n", key.first.c_str(),
+                key.second, f.n, f.slope, f.intercept, f.slope / clock_ghz, f.intercept / clock_ghz,
+                f.r2, 100 * f.median_rel);
+  }
+
+  // Predicted (simulator makespan under the fitted ns costs) vs measured decode time, and
+  // whether the simulator orders the two policies as the GPU does.
+  auto params_of = [&](const Run& r) {
+    sim::CostParams p = sim::BlockCostParams(r.batch, r.resolved);
+    const Fit& f = fits[{r.dtype, r.rows}];
+    p.per_block = f.slope / clock_ghz;
+    p.per_item = f.intercept / clock_ghz;
+    return p;
+  };
+  std::printf(
+      "\nPredicted vs measured decode time (fitted costs; err = (sim - measured) / "
+      "measured; cu_err: median over busy CUs of |sim - traced| / traced):\n");
+  std::printf("%-5s %4s %4s %-26s %6s %11s %9s %8s %7s | %-13s %9s %9s %6s | %-13s %9s %9s %6s\n",
+              "dtype", "H", "qlen", "family", "items", "measured_us", "sim_us", "err", "cu_err",
+              "alternative", "meas_us", "sim_us", "order", "alternative", "meas_us", "sim_us",
+              "order");
+  std::vector<double> errs;
+  int order_ok = 0, order_total = 0;
+  for (const Run& r : runs) {
+    const sim::CostParams p = params_of(r);
+    const sim::CostReport rep = sim::EvaluatePlan(r.batch, r.plan, p);
+    const double sim_us = rep.makespan * 1e-3;
+    const double err = (sim_us - r.measured_us) / r.measured_us;
+    errs.push_back(std::fabs(err));
+    std::vector<double> cu_err;
+    for (int c = 0; c < static_cast<int>(r.cu_cycles.size()); ++c) {
+      if (r.cu_cycles[c] <= 0) continue;
+      const double traced_ns = r.cu_cycles[c] / clock_ghz;
+      cu_err.push_back(std::fabs(rep.cu_load[c] - traced_ns) / traced_ns);
+    }
+    std::printf("%-5s %4d %4d %-26s %6d %11.1f %9.1f %+7.1f%% %6.1f%%", r.dtype.c_str(),
+                r.shape.heads, r.shape.qlen, r.family.c_str(), r.items, r.measured_us, sim_us,
+                100 * err, 100 * Median(cu_err));
+    for (int a = 0; a < 2; ++a) {
+      const double alt_sim_us = sim::EvaluatePlan(r.batch, r.alt_plan[a], p).makespan * 1e-3;
+      // The order counts only where the GPU separates the two by more than 3% (run-to-run
+      // noise is ~1%).
+      const double gap = (r.alt_measured_us[a] - r.measured_us) / r.measured_us;
+      const char* order = "tie";
+      if (std::fabs(gap) > 0.03) {
+        ++order_total;
+        const bool ok = (gap > 0) == (alt_sim_us > sim_us);
+        order_ok += ok;
+        order = ok ? "ok" : "WRONG";
+      }
+      std::printf(" | %-13s %9.1f %9.1f %6s", kAlternatives[a], r.alt_measured_us[a], alt_sim_us,
+                  order);
+    }
+    std::printf("\n");
+  }
+  std::printf(
+      "\nsimulator vs measured decode time over %zu runs: median |err| %.1f%%, max %.1f%%;"
+      " planner settings ordered right in %d of %d comparisons where the GPU separates them "
+      "by > 3%%\n",
+      errs.size(), 100 * Median(errs), 100 * *std::max_element(errs.begin(), errs.end()), order_ok,
+      order_total);
+
+  std::printf("\n# registry entries (metadata/registry/sm90.textproto), per dtype:\n");
+  for (const char* dtype : {"bf16", "fp8"}) {
+    const Fit& f64 = fits[{dtype, 64}];
+    std::printf("%s: cost { kv_granularity: %d ns_per_block: %.1f ns_per_item: %.1f\n", dtype,
+                runs.front().resolved.kv_granularity, f64.slope / clock_ghz,
+                f64.intercept / clock_ghz);
+    for (int rows : {16, 32, 48, 64}) {
+      const Fit& f = fits[{dtype, rows}];
+      // The occupancy the runs had (the registry's blocks_per_cu, via PlanForDevice).
+      int per_cu = 1;
+      for (const Run& r : runs) {
+        if (r.dtype == dtype && r.rows == rows) per_cu = r.plan.num_cu / num_cu;
+      }
+      std::printf("    tile { rows: %d ns_per_block: %.1f ns_per_item: %.1f%s }\n", rows,
+                  f.slope / clock_ghz, f.intercept / clock_ghz,
+                  per_cu > 1 ? absl::StrCat(" blocks_per_cu: ", per_cu).c_str() : "");
+    }
+    std::printf("  }\n");
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace mlaps
+
+int main() { return mlaps::Main(); }

@@ -1,0 +1,184 @@
+// Device code of the reduce kernel that merges split tiles (contract: mla_decode.h;
+// execution model: sim/executor.h). A header for the same reason as mla_decode_device.h
+// (the CPU emulation compiles it too); it shares that header's number helpers and status word.
+#ifndef MLAPS_KERNELS_MLA_REDUCE_DEVICE_H_
+#define MLAPS_KERNELS_MLA_REDUCE_DEVICE_H_
+
+#include "kernels/decode/mla_decode_device.h"
+
+namespace mlaps {
+namespace mla {
+
+// ---- The reduce kernel -----------------------------------------------------------------------
+
+// Merges the pieces of one (token, head) row into final O / LSE: g = max of the live LSEs
+// (finite ones; NaN / +-inf count as -inf), lse = g + ln(sum exp(lse_p - g)),
+// O = sum exp(lse_p - lse) O_p. kFew > 0: at most kFew pieces, all loads issued together;
+// 0: any number, two passes over the LSEs.
+template <int kFew>
+__device__ __forceinline__ void MergeRow(const MlaReduceParams& p, const int32_t* locs, int n,
+                                         int64_t tok, int hh, int hg, int64_t out_row) {
+  float gmax = NegInf();
+  float lse_p[kFew > 0 ? kFew : 1];
+  if (kFew > 0) {
+#pragma unroll
+    for (int j = 0; j < (kFew > 0 ? kFew : 1); ++j) {
+      lse_p[j] = j < n ? p.partial_lse[(locs[j] + tok) * hg + hh] : NegInf();
+      if (IsFiniteF(lse_p[j])) gmax = MaxF(gmax, lse_p[j]);
+    }
+  } else {
+    for (int j = 0; j < n; ++j) {
+      const float x = p.partial_lse[(locs[j] + tok) * hg + hh];
+      if (IsFiniteF(x)) gmax = MaxF(gmax, x);
+    }
+  }
+  // Exactly one of o / o32 is set: bf16 final O (default) or fp32 final O (CP ranks).
+  uint16_t* o = p.o != nullptr ? p.o + out_row * kDimV : nullptr;
+  float* o32 = p.o_fp32 != nullptr ? p.o_fp32 + out_row * kDimV : nullptr;
+  if (gmax == NegInf()) {
+    for (int c = threadIdx.x * 4; c < kDimV; c += blockDim.x * 4) {
+      if (o32 != nullptr) {
+        *reinterpret_cast<float4*>(o32 + c) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      } else {
+        *reinterpret_cast<uint2*>(o + c) = make_uint2(0, 0);
+      }
+    }
+    if (threadIdx.x == 0) p.lse[out_row] = NegInf();
+    return;
+  }
+  float sum = 0.0f;
+  if (kFew > 0) {
+#pragma unroll
+    for (int j = 0; j < (kFew > 0 ? kFew : 1); ++j) {
+      if (IsFiniteF(lse_p[j])) sum += expf(lse_p[j] - gmax);
+    }
+  } else {
+    for (int j = 0; j < n; ++j) {
+      const float x = p.partial_lse[(locs[j] + tok) * hg + hh];
+      if (IsFiniteF(x)) sum += expf(x - gmax);
+    }
+  }
+  const float lse = gmax + logf(sum);
+  for (int c = threadIdx.x * 4; c < kDimV; c += blockDim.x * 4) {
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (kFew > 0) {
+      float4 v[kFew > 0 ? kFew : 1];
+#pragma unroll
+      for (int j = 0; j < (kFew > 0 ? kFew : 1); ++j) {
+        if (IsFiniteF(lse_p[j])) {
+          v[j] = *reinterpret_cast<const float4*>(p.partial_o +
+                                                  ((locs[j] + tok) * hg + hh) * kDimV + c);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < (kFew > 0 ? kFew : 1); ++j) {
+        if (IsFiniteF(lse_p[j])) {
+          const float wgt = expf(lse_p[j] - lse);
+          acc.x += wgt * v[j].x;
+          acc.y += wgt * v[j].y;
+          acc.z += wgt * v[j].z;
+          acc.w += wgt * v[j].w;
+        }
+      }
+    } else {
+      for (int j = 0; j < n; ++j) {
+        const int64_t prow = (locs[j] + tok) * hg + hh;
+        const float x = p.partial_lse[prow];
+        if (!IsFiniteF(x)) continue;
+        const float wgt = expf(x - lse);
+        const float4 v = *reinterpret_cast<const float4*>(p.partial_o + prow * kDimV + c);
+        acc.x += wgt * v.x;
+        acc.y += wgt * v.y;
+        acc.z += wgt * v.z;
+        acc.w += wgt * v.w;
+      }
+    }
+    if (o32 != nullptr) {
+      *reinterpret_cast<float4*>(o32 + c) = acc;
+      continue;
+    }
+    const uint32_t lo = static_cast<uint32_t>(FloatToBf16(acc.x)) |
+                        (static_cast<uint32_t>(FloatToBf16(acc.y)) << 16);
+    const uint32_t hi = static_cast<uint32_t>(FloatToBf16(acc.z)) |
+                        (static_cast<uint32_t>(FloatToBf16(acc.w)) << 16);
+    *reinterpret_cast<uint2*>(o + c) = make_uint2(lo, hi);
+  }
+  if (threadIdx.x == 0) p.lse[out_row] = lse;
+}
+
+// Split tile k (blockIdx.x) merged by kReduceRowSplit blocks (blockIdx.y), rows strided.
+// Every thread validates the entry identically (uniform control flow).
+__device__ inline void ReduceBlock(const MlaReduceParams& p) {
+  const int k = blockIdx.x;
+  const bool reporter = threadIdx.x == 0 && blockIdx.y == 0;
+  int tiles =
+      p.num_reduce_tiles_device != nullptr ? *p.num_reduce_tiles_device : p.num_reduce_tiles;
+  if (tiles > p.reduce_tiles_capacity) {
+    if (reporter && k == 0) Report(p.status, kMlaBadReduceCount, -1, -1, tiles);
+    tiles = p.reduce_tiles_capacity;
+  }
+  if (k >= tiles) return;
+  const int64_t p0 = p.reduce_indptr[k], p1 = p.reduce_indptr[k + 1];
+  if ((k == 0 && p0 != 0) || p0 < 0 || p1 < p0 || p1 > p.reduce_partial_map_capacity) {
+    if (reporter) Report(p.status, kMlaBadReduceIndptr, k, k + 1, p1);
+    return;
+  }
+  // The request of folded token qs: the last b with qo_indptr[b] * r <= qs.
+  const int r = p.head_fold, hg = p.num_heads / r;
+  const int64_t qs = p.reduce_final_map[2 * k], qe = p.reduce_final_map[2 * k + 1];
+  const int64_t total = static_cast<int64_t>(p.qo_indptr[p.num_requests]) * r;
+  if (qs < 0 || qe <= qs || qe > total || total > static_cast<int64_t>(p.num_q_tokens) * r) {
+    if (reporter) Report(p.status, kMlaBadReduceTile, k, 2 * k, qs);
+    return;
+  }
+  int lo = 0, hi = p.num_requests - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (static_cast<int64_t>(p.qo_indptr[mid]) * r <= qs) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  const int b = lo;
+  const int64_t qo0 = p.qo_indptr[b], qlen = p.qo_indptr[b + 1] - qo0;
+  const int64_t g = qlen > 0 ? (qs - qo0 * r) / qlen : -1;
+  const int64_t fqo = qo0 * r + g * qlen;  // folded qo_indptr[v]
+  if (qlen <= 0 || g < 0 || g >= r || qe > fqo + qlen) {
+    if (reporter) Report(p.status, kMlaBadReduceTile, k, 2 * k + 1, qe);
+    return;
+  }
+  const int tokens = static_cast<int>(qe - qs);
+  constexpr int kMaxLocs = 1024;  // pieces of one split tile (<= num_cu in every plan)
+  __shared__ int32_t locs[kMaxLocs];
+  const int n = static_cast<int>(p1 - p0);
+  bool bad = n > kMaxLocs;
+  for (int j = 0; j < n && !bad; ++j) {
+    const int32_t loc = p.reduce_partial_map[p0 + j];
+    bad = loc < 0 || static_cast<int64_t>(loc) + tokens > p.partial_rows_capacity;
+  }
+  if (bad) {
+    if (reporter) Report(p.status, kMlaBadReducePartial, k, static_cast<int>(p0), n);
+    return;
+  }
+  for (int j = threadIdx.x; j < n; j += blockDim.x) locs[j] = p.reduce_partial_map[p0 + j];
+  __syncthreads();
+  for (int row = blockIdx.y; row < tokens * hg; row += gridDim.y) {
+    const int tok = row / hg, hh = row - tok * hg;
+    const int64_t out_row = (qo0 + (qs - fqo) + tok) * p.num_heads + g * hg + hh;
+    if (n <= 3) {
+      MergeRow<3>(p, locs, n, tok, hh, hg, out_row);
+    } else {
+      MergeRow<0>(p, locs, n, tok, hh, hg, out_row);
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kReduceThreads) MlaReduceKernel(const MlaReduceParams p) {
+  ReduceBlock(p);
+}
+
+}  // namespace mla
+}  // namespace mlaps
+
+#endif  // MLAPS_KERNELS_MLA_REDUCE_DEVICE_H_

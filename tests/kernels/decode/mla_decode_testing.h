@@ -1,0 +1,114 @@
+// Host-side helpers shared by the MLA decode kernel tests (the GPU test and the CPU
+// emulation test): inputs in the kernels' byte formats, the plan packed into one int32
+// arena, params from a batch + plan + buffer pointers, and the kernel's trace as a
+// sim::Trace. No GPU headers.
+#ifndef MLAPS_TESTS_KERNELS_MLA_DECODE_TESTING_H_
+#define MLAPS_TESTS_KERNELS_MLA_DECODE_TESTING_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "kernels/decode/mla_decode.h"
+#include "kernels/decode/mla_decode_staging.h"
+#include "metadata/batch.h"
+#include "metadata/cp_shard.h"
+#include "metadata/types.h"
+#include "metadata/work_plan.h"
+#include "sim/decode_case.h"
+#include "sim/numerics.h"
+#include "sim/trace.h"
+
+namespace mlaps::testing {
+
+// The launch staging lives in kernels/decode/mla_decode_staging.h (the benchmarks use it too).
+using staging::BatchArena;
+using staging::CpRank;
+using staging::DecodePointers;
+using staging::MaskOf;
+using staging::PackBatch;
+using staging::PackPlan;
+using staging::PartialRowsFor;
+using staging::PlanArena;
+using staging::ReduceParamsFor;
+
+// staging::DecodeParamsFor, plus MLAPS_MLA_BLOCK_THREADS=256|512 from the environment to run
+// the GPU tests on one decode block shape (default: the launcher's).
+inline MlaDecodeParams DecodeParamsFor(const Batch& batch, const WorkPlan& plan,
+                                       const BatchArena& ba, const PlanArena& pa, int64_t num_pages,
+                                       double q_scale, double kv_scale, int64_t partial_rows,
+                                       const DecodePointers& d) {
+  MlaDecodeParams p =
+      staging::DecodeParamsFor(batch, plan, ba, pa, num_pages, q_scale, kv_scale, partial_rows, d);
+  if (const char* env = std::getenv("MLAPS_MLA_BLOCK_THREADS")) p.block_threads = std::atoi(env);
+  return p;
+}
+
+// Q / KV values (floats holding exact bf16 or fp8 values) as the kernel's bytes.
+inline std::vector<uint8_t> ToDeviceBytes(const std::vector<float>& x, DType dtype) {
+  std::vector<uint8_t> out;
+  if (dtype == DType::kFp8) {
+    out.resize(x.size());
+    for (size_t i = 0; i < x.size(); ++i) out[i] = sim::FloatToFp8Bits(x[i], Fp8Format::kE4m3fn);
+  } else {
+    out.resize(2 * x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const uint16_t b = sim::FloatToBf16Bits(x[i]);
+      std::memcpy(&out[2 * i], &b, 2);
+    }
+  }
+  return out;
+}
+
+inline std::vector<float> Bf16ToFloats(const std::vector<uint16_t>& bits) {
+  std::vector<float> out(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) out[i] = sim::Bf16BitsToFloat(bits[i]);
+  return out;
+}
+
+inline CpRank MakeCpRank(const CpShardView& view, const CpSharding& s, int rank) {
+  CpRank cp;
+  cp.world_size = s.world_size;
+  cp.interleave = s.interleave;
+  cp.rank = rank;
+  cp.global_kv_len.assign(view.global_kv_len.begin(), view.global_kv_len.end());
+  return cp;
+}
+
+// Rank `view`'s case: the global case's Q and KV cache (viewed as the shard's sub-pages of
+// I tokens: the same floats), the shard's batch and sub-page ids.
+inline sim::DecodeCase MakeCpRankCase(const sim::DecodeCase& global, const CpShardView& view) {
+  sim::DecodeCase c;
+  c.batch = view.batch;
+  c.q = global.q;
+  c.kv_cache = global.kv_cache;
+  c.kv_indices = view.kv_indices;
+  c.q_scale = global.q_scale;
+  c.kv_scale = global.kv_scale;
+  return c;
+}
+
+// The kernel's trace (entries at work_indptr[cu] + order, counts per cu) as a sim::Trace.
+inline sim::Trace TraceFromKernel(const WorkPlan& plan, const std::vector<MlaTraceEntry>& entries,
+                                  const std::vector<int32_t>& counts) {
+  sim::Trace trace;
+  trace.cus.resize(plan.num_cu);
+  for (int c = 0; c < plan.num_cu; ++c) {
+    for (int k = 0; k < counts[c]; ++k) {
+      const int64_t at = plan.work_indptr[c] + k;
+      if (at < 0 || at >= static_cast<int64_t>(entries.size())) break;
+      const MlaTraceEntry& e = entries[at];
+      sim::TraceItem item;
+      item.work = e.work;
+      std::memcpy(&item.info, e.info, sizeof(item.info));
+      trace.cus[c].push_back(item);
+    }
+  }
+  return trace;
+}
+
+}  // namespace mlaps::testing
+
+#endif  // MLAPS_TESTS_KERNELS_MLA_DECODE_TESTING_H_

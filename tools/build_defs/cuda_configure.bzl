@@ -1,8 +1,10 @@
-"""Repository rule for the local CUDA toolkit (/usr/local/cuda).
+"""Repository rule for the local CUDA toolkit (/usr/local/cuda, or $CUDA_PATH).
 
-Makes @local_cuda//:nvcc, :cuda_headers, :cudart_static and :nccl when the toolkit is
-present; when it is not, the same labels exist but fail with a clear message if built, and
-`@local_cuda//:defs.bzl` says CUDA_AVAILABLE = False.
+Makes @local_cuda//:nvcc, :toolkit, :cuda_headers, :cudart_static and :nccl when the
+toolkit is present. When it is not, the same labels exist but are incompatible with every
+configuration except --config=cuda, so a plain or --config=rocm build skips whatever depends
+on them (as it skips the HIP targets); under --config=cuda they fail analysis with one
+message naming the missing nvcc. `@local_cuda//:defs.bzl` says CUDA_AVAILABLE and CUDA_ROOT.
 """
 
 def _cuda_configure_impl(rctx):
@@ -41,19 +43,34 @@ cc_library(
 )
 """)
     else:
-        rctx.file("BUILD.bazel", """
+        rctx.file("missing.bzl", _MISSING_BZL % root)
+        rctx.file("BUILD.bazel", _MISSING_BUILD)
+
+# Without the toolkit: a rule that fails analysis with one clear message. Its targets are
+# compatible only with --config=cuda, so they (and everything that depends on them) are
+# skipped in every other configuration; the rule implementation then never runs.
+_MISSING_BZL = """
+def _missing_toolkit_impl(ctx):
+    fail("CUDA toolkit not found: %s/bin/nvcc does not exist. --config=cuda needs the " +
+         "CUDA toolkit at /usr/local/cuda (or CUDA_PATH set to its root); without " +
+         "--config=cuda the GPU targets are skipped.")
+
+missing_toolkit = rule(implementation = _missing_toolkit_impl)
+"""
+
+_MISSING_BUILD = """
+load(":missing.bzl", "missing_toolkit")
+
 package(default_visibility = ["//visibility:public"])
 
-genrule(
-    name = "missing",
-    outs = ["missing.txt"],
-    cmd = "echo 'CUDA toolkit not found at %s: GPU targets need --config=cuda on a machine with nvcc' >&2; exit 1",
-)
-
-[filegroup(name = n, srcs = [":missing"]) for n in ["nvcc", "toolkit"]]
-
-[cc_library(name = n, srcs = [":missing"]) for n in ["cuda_headers", "cudart_static", "nccl"]]
-""" % root)
+[missing_toolkit(
+    name = n,
+    target_compatible_with = select({
+        "@//tools/build_defs:cuda": [],
+        "//conditions:default": ["@//tools/build_defs:incompatible"],
+    }),
+) for n in ["nvcc", "toolkit", "cuda_headers", "cudart_static", "nccl"]]
+"""
 
 cuda_configure = repository_rule(
     implementation = _cuda_configure_impl,

@@ -1,6 +1,6 @@
 // The numeric executor: runs a WorkPlan work item by work item on simulated CUs the way the
 // persistent decode kernel does (fp32 online softmax, fp32 partial buffers, a reduce pass,
-// bf16 final O), and compares outputs with the fp64 reference under DESIGN.md's gates.
+// bf16 final O), and compares outputs with the fp64 reference under docs/design.md's gates.
 //
 // Execution model (what the GPU kernel is expected to do, bit for bit in the plan's
 // interpretation, to fp32 rounding in the arithmetic):
@@ -95,7 +95,7 @@ absl::StatusOr<ExecutorOutput> ExecutePlan(const Batch& batch, const WorkPlan& p
                                            const DecodeInputs& inputs,
                                            const ExecutorOptions& options = {});
 
-// DESIGN.md's tolerance gates for floating outputs compared with the simulator / reference.
+// docs/design.md's tolerance gates for floating outputs compared with the simulator / reference.
 struct Gates {
   double max_cos_diff = 1e-5;      // 1 - 2 sum(xy) / sum(x^2 + y^2): 1e-5 bf16, 3e-2 fp8
   double abs_tol = 8e-4;           // an element passes if abs_err < abs_tol

@@ -27,7 +27,7 @@
 //
 // fp8 e4m3fnuz has no -0: -0.0 and negative values that round to zero convert to 0x00.
 //
-// Per-tensor fp8 scales (DESIGN.md "Data contracts"): fp8 tensors are stored as
+// Per-tensor fp8 scales (docs/design.md section 3): fp8 tensors are stored as
 // q_fp8 = Fp8Quantize(q, q_scale), kv_fp8 = Fp8Quantize(kv, kv_scale); the kernels take the
 // scales as descales: attention logits are multiplied by sm_scale * q_scale * kv_scale and
 // the output O by kv_scale.

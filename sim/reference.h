@@ -21,7 +21,7 @@ namespace mlaps::sim {
 inline constexpr double kDefaultSmScale = 1.0 / 24.0;
 
 // CP round-robin hook: maps a rank's local kv tokens to global positions so the causal mask
-// uses global positions (DESIGN.md "CP round-robin"). For request b, local kv token j (in
+// uses global positions (docs/design.md section 12). For request b, local kv token j (in
 // [0, batch.kv_len(b))) is global position global_position(b, j); the request's global kv
 // length is global_kv_len[b]; its q tokens are the same on every rank (qlen = batch.qlen(b)).
 // Token i then sees local j iff global_position(b, j) < global_kv_len[b] - qlen + i + 1.

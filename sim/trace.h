@@ -1,6 +1,6 @@
 // Execution traces: the ordered list of work items each CU runs, in a stable text format, to
 // compare the simulator's schedule with what the GPU decode kernel reports it executed
-// (DESIGN.md "Bit-compare contract": bit-identical).
+// (docs/design.md section 14: identical text).
 //
 // Text format, version 1. One line per work item, '\n'-terminated, CUs in ascending order
 // and each CU's items in execution order:

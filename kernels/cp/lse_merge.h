@@ -1,4 +1,4 @@
-// Merge of W context-parallel ranks' attention outputs on the GPU (DESIGN.md "CP
+// Merge of W context-parallel ranks' attention outputs on the GPU (docs/design.md "CP
 // round-robin"): per (q token, head) row,
 //   g = logsumexp_r(lse_r),  O = sum_r exp(lse_r - g) * O_r,
 // natural-log LSEs; +inf and NaN LSEs count as -inf; a row whose ranks are all -inf gives

@@ -16,13 +16,13 @@
 // Paths: on NVIDIA (sm_90a) tiles of 64 q rows run on the tensor cores (mma.sync
 // m16n8k16, bf16; fp8 e4m3fn inputs are widened exactly to f16 and run as f16 MMAs), with
 // the Q tile and a cp.async ring of 32-token kv blocks (3 bf16 / 5 fp8 slots) in shared
-// memory (mla_decode_device.h; measurements in mla_decode_notes.md). On AMD
+// memory (mla_decode_device.h; measurements in notes.md). On AMD
 // (gfx90a / gfx940) a generic scalar path (one wavefront per q row, fp32 FMAs) computes
 // the same function; it is a portability path, not tuned. CP round-robin (one rank's shard,
 // kMlaMaskCpRoundRobin) masks by global positions. Final O is bf16 by default; a CP rank
 // sets o_fp32 instead of o, so its O stays fp32 (the same values before the one rounding)
 // until kernels/cp/lse_merge.h merges the ranks: rounding each rank's O to bf16 first fails
-// DESIGN.md's elementwise gate where ranks cancel (sim::ExecutorOptions::final_o_bf16).
+// docs/design.md's elementwise gate where ranks cancel (sim::ExecutorOptions::final_o_bf16).
 //
 // Plain C++ (no GPU headers): usable from .cc files. Launches take the stream as void*
 // (hipStream_t / cudaStream_t) and return a hipError_t value as int.
@@ -48,7 +48,7 @@ enum MlaMask : int32_t {
   // Every kv token of the item: sparse per-token batches (kv_indices are the gathered
   // slots, page_size 1) and non-causal batches.
   kMlaMaskNone = 1,
-  // CP round-robin, causal by global positions (DESIGN.md "CP round-robin"): the batch is
+  // CP round-robin, causal by global positions (docs/design.md "CP round-robin"): the batch is
   // rank cp_rank's shard (metadata/cp_shard.h) and request-local kv token j is global
   // position g = (j / I) * I * W + cp_rank * I + j % I; token i of request b sees j iff
   // g < cp_global_kv_len[b] - qlen_b + i + 1 (no local trim; kv_offset is ignored). g grows

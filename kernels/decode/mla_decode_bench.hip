@@ -1,5 +1,5 @@
 // MLA decode + reduce on the benchmark shapes: per shape, microseconds of the decode, the
-// reduce and both, with TB/s and TFLOP/s by DESIGN.md's formulas
+// reduce and both, with TB/s and TFLOP/s by docs/design.md's formulas
 //   flops = qlen * sum_kv * H * (576 + 512) * 2,   bytes = kv bytes + q bytes + o bytes
 // (kv counted once, although H = 128 runs as 2 head groups that each read it).
 // Timing: CUDA/HIP events around replays of a graph of kLaunches launches (median of
@@ -62,7 +62,7 @@ struct Row {
 
 // Stages, checks and times one case and appends its row (unless `once`: one checked launch).
 // kv_rows: KV rows read (dense: the batch's kv tokens, once for all heads; sparse: tokens x
-// topk); pairs: (q token, kv token) pairs attended (dense: qlen x kv tokens). DESIGN.md:
+// topk); pairs: (q token, kv token) pairs attended (dense: qlen x kv tokens). docs/design.md:
 // bytes = kv_rows x 576 x elem + q rows x 576 x elem + o rows x 512 x 2;
 // flops = pairs x H x (576 + 512) x 2.
 bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const char* kind,

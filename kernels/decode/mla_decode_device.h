@@ -608,7 +608,7 @@ __device__ __forceinline__ float QuadSum(float x) {
 // P (16-bit) and the rows' rescale factor alpha to shared memory.
 //
 // P precision: rounding P to bf16 (8 bits) alone moves O by ~2^-9 of its terms, which fails
-// DESIGN.md's elementwise gate (abs 8e-4 or rel 2/128, no element may fail) on a fraction of
+// docs/design.md's elementwise gate (abs 8e-4 or rel 2/128, no element may fail) on a fraction of
 // the outputs. So bf16 P is stored as hi = bf16(p) plus lo = bf16(p - hi) (p_lo_s) and the
 // PV product runs twice on the same V fragments (~16-bit P). fp8 inputs run f16 MMAs, whose
 // 11-bit P passes as is (p_lo_s unused).
@@ -718,7 +718,7 @@ __device__ void RunItemMma(const MlaDecodeParams& p, const Item& it, uint8_t* sm
   // rg_s = warp % groups, part kp = warp / groups). The finisher sums the others' partial S
   // (through shared memory) and runs the softmax: in the compact layout (16-row tiles) two
   // warps each finish half of the rows (part 0 rows g, part 1 rows g + 8), in the 64-row
-  // layout part 0 finishes all of them. Measured on the H200 (mla_decode_notes.md): the
+  // layout part 0 finishes all of them. Measured on the H200 (notes.md): the
   // split takes (16,1) from 375 to 348 us but costs the 64-row tiles 2-3%.
   const int groups = nrg <= 1 ? 1 : nrg == 2 ? 2 : 4;
   const int kparts = kWarps / groups;

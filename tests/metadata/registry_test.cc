@@ -1,5 +1,5 @@
 // Tests of the kernel registry: the embedded per-arch text protos, ValidateRegistry and
-// ResolveVariant (see metadata/registry.h and DESIGN.md "Kernel registry").
+// ResolveVariant (see metadata/registry.h and docs/design.md section 6).
 #include "metadata/registry.h"
 
 #include <functional>

@@ -1,5 +1,5 @@
 // Every (arch, dtype, H, qlen) shape the registry supports, on small random batches with a
-// fixed seed: plan -> checker -> executor equals the fp64 reference within DESIGN.md's gates.
+// fixed seed: plan -> checker -> executor equals the fp64 reference within docs/design.md's gates.
 #include <random>
 
 #include "gtest/gtest.h"

@@ -2,7 +2,7 @@
 // device memory, attends its shard (the simulator's executor on the host until the decode
 // kernel takes this over), then the ranks all-gather (O, LSE) with NCCL and merge on their
 // GPU. Every rank's merged output must equal the single-device unsharded reference within
-// DESIGN.md's gates, and the ranks must agree bit for bit. Needs >= 2 GPUs (skips otherwise).
+// docs/design.md's gates, and the ranks must agree bit for bit. Needs >= 2 GPUs (skips otherwise).
 #include <cstdio>
 #include <cstring>
 #include <thread>

@@ -1,6 +1,6 @@
 // The MLA decode and reduce kernels (kernels/decode/mla_decode_device.h) run on the CPU through
 // tests/kernels/emu (fibers for threads, emulated ldmatrix / mma.sync / cp.async), against
-// the simulator's executor (sim::ExecutePlan) and the fp64 reference under DESIGN.md's gates,
+// the simulator's executor (sim::ExecutePlan) and the fp64 reference under docs/design.md's gates,
 // with the kernel's trace compared byte for byte with the plan's. Built twice: the
 // tensor-core path (mla_decode_emu_test) and the generic AMD path
 // (mla_decode_generic_emu_test, -DMLAPS_MLA_MMA=0). Small shapes: the emulation runs about a

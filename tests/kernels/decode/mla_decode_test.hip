@@ -3,7 +3,7 @@
 // What is compared with what (the host reference must stay affordable):
 //   * Executor: small and medium batches with host-made inputs (sim::MakeDecodeCase) run
 //     through the plan on the GPU and through sim::ExecutePlan on the CPU; every O / LSE
-//     element is compared under DESIGN.md's gates (sim::CompareOutputs, sim::GatesFor), and
+//     element is compared under docs/design.md's gates (sim::CompareOutputs, sim::GatesFor), and
 //     against the fp64 sim::ReferenceDecode too. Also sparse per-token batches at topk 2048
 //     (qlen 2 and 4, graph-padded rows) and many-split plans.
 //   * Grid: every (nhead, qlen) in {16,1 16,3 16,4 16,6 32,2 32,3 32,4 64,1 64,2 64,3 128,1

@@ -308,7 +308,7 @@ int RunCheck(const std::vector<std::string>& args) {
 }
 
 // A numeric run of a small batch: plan -> check -> executor (fp32, bf16 O) vs the fp64
-// reference, with DESIGN.md's gates. Exit 1 when a gate fails.
+// reference, with docs/design.md's gates. Exit 1 when a gate fails.
 int RunSimulate(const std::vector<std::string>& args) {
   BatchFlags bf;
   bf.arch = "sm90";

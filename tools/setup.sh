@@ -5,7 +5,8 @@
 set -euo pipefail
 
 packages=(g++ bazel-bootstrap bazel-bootstrap-source libabsl-dev libgtest-dev libgmock-dev
-  libbenchmark-dev libprotobuf-dev protobuf-compiler)
+  libbenchmark-dev libprotobuf-dev protobuf-compiler
+  python3-numpy python3-pytest python3-setuptools python3-wheel python3-venv)
 for arg in "$@"; do
   case "$arg" in
     --with-hipcc) packages+=(hipcc) ;;  # Debian's HIP 5.2 (clang 15): AMD compile checks

@@ -1,0 +1,251 @@
+/* mlaps C ABI: the few functions the Python package (python/mlaps, over ctypes) calls.
+ *
+ * Why a C ABI and not a CPython extension: one built library must load under Debian 12's
+ * Python 3.11 (here, CI) and the GPU machine's Python 3.12 (its torch environment). A C ABI
+ * shared library does not depend on any CPython header or ABI, so the same .so (and the same
+ * pure-Python wheel around it) serves every Python 3 with numpy; an extension module would
+ * need one build per CPython version.
+ *
+ * Conventions:
+ *   - Every function returns an mlaps_code; on error it writes a NUL-terminated message (the
+ *     C++ status message, naming the argument and value) into err[0 .. err_len) (truncated to
+ *     fit; err may be NULL when err_len == 0).
+ *   - Every buffer comes with its length in elements (int32 entries, float elements, rows
+ *     where said). Nothing is read or written past a given length; outputs are written only
+ *     on success (a failed call leaves them unmodified).
+ *   - Enumerations: arch 0 gfx942, 1 gfx950, 2 sm90; dtype 0 bf16, 1 fp8; policy 0
+ *     greedy_payload, 1 longest_first.
+ *   - Thread safety: every function is reentrant (no global state beyond the registries,
+ *     parsed once under a lock by the C++ library).
+ *
+ * Library: libmlaps_c.so (CPU: planner, capacity, checker, simulator). The GPU functions
+ * (mlaps_cuda_*) live in libmlaps_cuda.so, declared at the end of this header; that library
+ * is built with --config=cuda only.
+ */
+#ifndef MLAPS_PYTHON_NATIVE_MLAPS_C_H_
+#define MLAPS_PYTHON_NATIVE_MLAPS_C_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MLAPS_C_ABI_VERSION 1
+
+enum mlaps_code {
+  MLAPS_OK = 0,
+  MLAPS_INVALID_ARGUMENT = 1,   /* bad batch, option or buffer (Python: ValueError) */
+  MLAPS_NOT_FOUND = 2,          /* unsupported shape: no kernel variant (Python: ValueError) */
+  MLAPS_RESOURCE_EXHAUSTED = 3, /* a caller buffer is too small (Python: ValueError) */
+  MLAPS_INTERNAL = 4,           /* anything else (Python: RuntimeError) */
+  MLAPS_CUDA_ERROR = 5,         /* a CUDA runtime / launch error (Python: RuntimeError) */
+};
+
+/* A decode batch (metadata/batch.h). Request b has q tokens [qo_indptr[b], qo_indptr[b+1])
+ * and kv pages [kv_indptr[b], kv_indptr[b+1]); its kv length is
+ * (pages - 1) * page_size + kv_last_page_lens[b]. */
+typedef struct {
+  int32_t arch;
+  int32_t q_dtype;
+  int32_t kv_dtype;
+  int32_t num_heads;
+  int32_t page_size;
+  int32_t causal;         /* bottom-right MTP causal rule */
+  int32_t cp_round_robin; /* the batch is one CP round-robin rank's shard */
+  int32_t sparse_topk;    /* > 0: sparse per-token batch (one q token per request) */
+  const int32_t* qo_indptr;
+  int64_t qo_indptr_len; /* B + 1 */
+  const int32_t* kv_indptr;
+  int64_t kv_indptr_len; /* B + 1 */
+  const int32_t* kv_last_page_lens;
+  int64_t kv_last_page_lens_len; /* B */
+} mlaps_batch;
+
+/* Planner options (metadata/planner.h PlanOptions); 0 / -1 mean the planner's default. */
+typedef struct {
+  int32_t num_cu;              /* persistent blocks; 0: arch default x blocks_per_cu */
+  int32_t kv_granularity;      /* 0: max(16, page_size) */
+  int32_t fixed_overhead;      /* -1: max(1, ceil(16 / page_size)) */
+  int32_t max_split_per_batch; /* 0: no limit */
+  int32_t policy;
+  int32_t lse; /* the caller needs LSE (restricts the variant) */
+} mlaps_plan_options;
+
+/* A plan's arrays in AITER's layout. Outputs for mlaps_plan (each at least the capacity's
+ * entries); inputs for mlaps_check_plan / mlaps_simulate (the used prefix of each). */
+typedef struct {
+  int32_t* qo_indptr; /* folded [B * head_fold + 1]; check/simulate: may be NULL */
+  int64_t qo_indptr_len;
+  int32_t* work_indptr; /* [num_cu + 1] */
+  int64_t work_indptr_len;
+  int32_t* work_info; /* [rows][8] */
+  int64_t work_info_rows;
+  int32_t* reduce_indptr; /* [split tiles + 1] */
+  int64_t reduce_indptr_len;
+  int32_t* reduce_final_map;    /* [split tiles][2] */
+  int64_t reduce_final_map_len; /* int32 entries */
+  int32_t* reduce_partial_map;  /* [pieces] */
+  int64_t reduce_partial_map_len;
+} mlaps_plan_buffers;
+
+/* What a plan call resolved and wrote. */
+typedef struct {
+  char variant[96];
+  int32_t num_cu;
+  int32_t head_fold;
+  int32_t tokens_per_tile;
+  int32_t rows_per_tile;
+  int32_t heads_per_group;
+  int32_t blocks_per_cu;
+  int32_t kv_granularity; /* resolved options */
+  int32_t fixed_overhead;
+  int32_t num_virtual_requests; /* B * head_fold: qo_indptr holds this + 1 */
+  int32_t num_works;
+  int32_t num_reduce_tiles;
+  int32_t num_reduce_pieces;
+  int32_t num_partial_rows;
+} mlaps_plan_sizes;
+
+/* Buffer sizing from maxima (metadata/capacity.h). */
+typedef struct {
+  int32_t arch;
+  int32_t q_dtype;
+  int32_t kv_dtype;
+  int32_t num_heads;
+  int32_t max_batch; /* requests (sparse: tokens) */
+  int32_t max_qlen;
+  int32_t num_cu; /* 0: the planner's default */
+  int32_t cp_round_robin;
+  int32_t lse;
+} mlaps_capacity_query;
+
+typedef struct {
+  int64_t qo_indptr;
+  int64_t work_indptr;
+  int64_t work_info; /* rows */
+  int64_t reduce_indptr;
+  int64_t reduce_final_map; /* int32 entries (2 per split tile) */
+  int64_t reduce_partial_map;
+  int64_t partial_rows;
+  int64_t partial_o_bytes;
+  int64_t partial_lse_bytes;
+} mlaps_capacity;
+
+/* The kernel variant of a shape (metadata/registry.h), and the planner's default grid. */
+typedef struct {
+  int32_t arch;
+  int32_t q_dtype;
+  int32_t kv_dtype;
+  int32_t num_heads;
+  int32_t qlen;
+  int32_t cp_round_robin;
+  int32_t lse;
+} mlaps_variant_query;
+
+typedef struct {
+  char name[96];
+  int32_t rows_per_tile;
+  int32_t q_seq_len;
+  int32_t head_fold;
+  int32_t heads_per_group;
+  int32_t tokens_per_tile;
+  int32_t blocks_per_cu;
+  int32_t default_num_cu; /* DefaultNumCu(arch) x blocks_per_cu */
+} mlaps_variant;
+
+/* ABI version (MLAPS_C_ABI_VERSION) of the loaded library. */
+int32_t mlaps_abi_version(void);
+
+/* ValidateBatch alone. */
+int32_t mlaps_validate_batch(const mlaps_batch* batch, char* err, int64_t err_len);
+
+int32_t mlaps_resolve_variant(const mlaps_variant_query* query, mlaps_variant* out, char* err,
+                              int64_t err_len);
+
+int32_t mlaps_capacity_of(const mlaps_capacity_query* query, mlaps_capacity* out, char* err,
+                          int64_t err_len);
+
+/* PlanDecodeInto: plans `batch` into `buffers`. On success `sizes` says the used prefix of
+ * each buffer; the rest of each buffer is left as it was. */
+int32_t mlaps_plan(const mlaps_batch* batch, const mlaps_plan_options* options,
+                   const mlaps_plan_buffers* buffers, mlaps_plan_sizes* sizes, char* err,
+                   int64_t err_len);
+
+/* CheckPlan (sim/plan_checker.h) after ValidateBatch (a bad batch is an error, not a
+ * violation). The plan is read only (the used prefixes; num_cu = work_indptr_len - 1).
+ * Violations go to text[0 .. text_len) as lines "defect\twork\tfield\tmessage\n" (NUL
+ * terminated); *num_violations gets their count and *text_needed the bytes the whole text
+ * needs with its NUL. When text_len < *text_needed the call returns MLAPS_RESOURCE_EXHAUSTED
+ * with the counts set and text untouched (call again with a larger buffer). */
+typedef struct {
+  int32_t head_fold;             /* the plan's r (>= 1) */
+  int32_t num_cu;                /* expected CUs; -1: work_indptr_len - 1 */
+  int64_t partial_rows_capacity; /* -1: unbounded */
+  int32_t max_violations;        /* stop after this many (>= 1) */
+} mlaps_check_options;
+
+int32_t mlaps_check_plan(const mlaps_batch* batch, const mlaps_plan_buffers* plan,
+                         const mlaps_check_options* options, int32_t* num_violations, char* text,
+                         int64_t text_len, int64_t* text_needed, char* err, int64_t err_len);
+
+/* The numeric simulator: ExecutePlan (sim/executor.h) and ReferenceDecode (sim/reference.h)
+ * on the same inputs, compared under GatesFor(kv_dtype). */
+typedef struct {
+  /* Values already in the batch's dtype (bf16 values, or fp8 code values as floats). q and
+   * kv_cache NULL: deterministic random inputs from `seed` (sim::MakeDecodeCase, with three
+   * spare pages and shuffled kv_indices). */
+  const float* q; /* [total_q, H, 576] */
+  int64_t q_len;
+  const float* kv_cache; /* [pages, page_size, 576] */
+  int64_t kv_cache_len;
+  const int32_t* kv_indices; /* [kv_indptr[B]]; NULL: identity */
+  int64_t kv_indices_len;
+  double sm_scale; /* <= 0: 1/sqrt(576) */
+  double q_scale;  /* fp8 descales (1 for bf16) */
+  double kv_scale;
+  uint64_t seed;
+  int32_t head_fold;             /* the plan's r */
+  int32_t kv_block;              /* executor's online-softmax step; <= 0: 64 */
+  int32_t final_o_bf16;          /* round final O to bf16 (1) or keep fp32 (0) */
+  int64_t partial_rows_capacity; /* -1: what the plan needs */
+} mlaps_sim_inputs;
+
+typedef struct {
+  float* o; /* [total_q, H, 512] (required) */
+  int64_t o_len;
+  float* lse; /* [total_q, H] (required) */
+  int64_t lse_len;
+  double* ref_o; /* may be NULL */
+  int64_t ref_o_len;
+  double* ref_lse; /* may be NULL */
+  int64_t ref_lse_len;
+  /* Comparison (sim::Comparison) */
+  double cos_diff;
+  double max_abs_err;
+  double fail_fraction;
+  double lse_max_abs_err;
+  int64_t num_elements;
+  int64_t num_failing;
+  int64_t o_mask_mismatches;
+  int64_t lse_mask_mismatches;
+  int64_t worst_index;
+  int32_t passed;
+  /* Executor stats */
+  int64_t final_items;
+  int64_t partial_items;
+  int64_t reduce_tiles;
+  int64_t unwritten_tokens;
+  int64_t rewritten_tokens;
+  char summary[640];
+} mlaps_sim_result;
+
+int32_t mlaps_simulate(const mlaps_batch* batch, const mlaps_plan_buffers* plan,
+                       const mlaps_sim_inputs* inputs, mlaps_sim_result* result, char* err,
+                       int64_t err_len);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+
+#endif  // MLAPS_PYTHON_NATIVE_MLAPS_C_H_

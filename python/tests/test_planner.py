@@ -1,0 +1,173 @@
+"""AITER-shaped planner: info shapes, parity with the C++ planner's goldens, in-place
+contract."""
+import os
+import re
+
+import numpy as np
+import pytest
+
+import mlaps
+from _helpers import (alloc, batch_args, fnv_digest, plan, repo_root, uniform_batch, used_plan,
+                      varlen_batch)
+
+
+def golden_lines(family):
+    path = os.path.join(repo_root(), "golden", family + ".txt")
+    out = {}
+    with open(path) as f:
+        for line in f:
+            if line.startswith("#"):
+                continue
+            parts = line.split()
+            out[parts[0]] = parts[1:]
+    return out
+
+
+def test_info_shapes_and_dtypes():
+    info = mlaps.get_mla_metadata_info_v1(128, 2, 16, "fp8", "fp8", False, arch="sm90")
+    assert len(info) == 6
+    names = [s for s, _ in info]
+    assert all(isinstance(s, tuple) for s in names)
+    assert info[2][0][1] == 8 and info[4][0][1] == 2
+    assert info[0][1] == np.uint64 and all(d == np.int32 for _, d in info[1:])
+    # mlaps' capacity: reduce_partial_map bounded by 2 x num_cu, not tiles x splits.
+    num_cu = info[1][0][0] - 1
+    assert info[5][0][0] <= 2 * num_cu
+    big = mlaps.get_mla_metadata_info_v1(512, 4, 128, "bf16", "bf16", False, arch="sm90")
+    assert big[5][0][0] <= 2 * (big[1][0][0] - 1)
+
+
+def test_info_sparse_sizes_per_token():
+    dense = mlaps.get_mla_metadata_info_v1(64, 1, 64, "fp8", "fp8", False)
+    sparse = mlaps.get_mla_metadata_info_v1(32, 2, 64, "fp8", "fp8", True)
+    assert sparse[3][0][0] >= 1 and sparse[2][0][0] >= dense[2][0][0] - 1
+
+
+# Uniform dense goldens (golden/dense.txt): the same batch planned from Python must give the
+# same variant, counts and FNV digest as the C++ planner that wrote the goldens.
+DENSE_CASES = [(arch, dt, h, q, b, ctx)
+               for arch in ("gfx950", "sm90") for dt in ("fp8", "bf16")
+               for h, q in ((16, 3), (16, 4), (16, 6), (32, 2), (32, 3), (32, 4), (64, 1),
+                            (64, 2), (64, 3), (128, 1), (128, 2))
+               for b in (32,) for ctx in (1024, 5000, 8192, 16384)]
+
+
+@pytest.fixture(scope="module")
+def dense_golden():
+    return golden_lines("dense")
+
+
+@pytest.mark.parametrize("case", DENSE_CASES, ids=lambda c: "%s/%s/h%dq%d/b%d/ctx%d" % c)
+def test_dense_golden_parity(case, dense_golden):
+    arch, dt, h, q, b, ctx = case
+    name = "%s/%s/h%dq%d/b%d/ctx%d" % case
+    want = dense_golden[name]
+    if want[0] == "error":
+        with pytest.raises(ValueError):
+            qo, kv, last = uniform_batch(b, q, ctx, 64)
+            plan(qo, kv, last, h, dt, 64, arch=arch)
+        return
+    fields = dict(x.split("=") for x in want[1:-1])
+    qo, kv, last = uniform_batch(b, q, ctx, 64)
+    bufs = plan(qo, kv, last, h, dt, 64, arch=arch, num_cu=int(fields["cus"]))
+    p = used_plan(bufs)
+    m = p["meta"]
+    assert m["num_works"] == int(fields["works"])
+    assert m["num_reduce_tiles"] == int(fields["split_tiles"])
+    assert m["num_reduce_pieces"] == int(fields["pieces"])
+    assert m["num_partial_rows"] == int(fields["rows"])
+    assert "%016x" % fnv_digest(p) == want[-1]
+
+
+def parse_readable(name):
+    path = os.path.join(repo_root(), "golden", "readable", name + ".textproto")
+    scalars, works, cur = {}, [], None
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            if line == "work {":
+                cur = dict.fromkeys(("batch_idx", "partial_qo_loc", "qo_start", "qo_end",
+                                     "kv_start", "kv_end", "kv_offset", "pad"), 0)
+                continue
+            if line == "}":
+                works.append([cur[k] for k in ("batch_idx", "partial_qo_loc", "qo_start",
+                                               "qo_end", "kv_start", "kv_end", "kv_offset",
+                                               "pad")])
+                cur = None
+                continue
+            k, v = [x.strip() for x in line.split(":", 1)]
+            if cur is not None:
+                cur[k] = int(v)
+            elif v.startswith('"'):
+                scalars[k] = v.strip('"')
+            else:
+                scalars.setdefault(k, []).append(int(v))
+    return scalars, np.array(works, np.int32).reshape(-1, 8)
+
+
+READABLE = [
+    ("sm90_bf16_h16q1_b3_varlen_cu4", "sm90", "bf16", 16, [300, 40, 1000], 1, 16, 4),
+    ("gfx950_fp8_h32q3_b2_cu3", "gfx950", "fp8", 32, [700, 700], 3, 64, 3),
+    ("sm90_fp8_h128q2_b2_fold_cu5", "sm90", "fp8", 128, [513, 90], 2, 1, 5),
+]
+
+
+@pytest.mark.parametrize("case", READABLE, ids=lambda c: c[0])
+def test_readable_golden_full_plan(case):
+    name, arch, dt, h, lens, q, page, cus = case
+    g, gw = parse_readable(name)
+    qo, kv, last = varlen_batch(lens, q, page)
+    bufs = plan(qo, kv, last, h, dt, page, arch=arch, num_cu=cus)
+    p = used_plan(bufs)
+    m = p["meta"]
+    assert m["head_fold"] == g["head_fold"][0]
+    assert m["tokens_per_tile"] == g["tokens_per_tile"][0]
+    assert m["num_cu"] == g["num_cu"][0]
+    np.testing.assert_array_equal(p["work_indptr"], g["work_indptr"])
+    np.testing.assert_array_equal(p["work_info"], gw)
+    np.testing.assert_array_equal(p["reduce_indptr"], g.get("reduce_indptr", [0])[:])
+    np.testing.assert_array_equal(p["reduce_final_map"], g.get("reduce_final_map", []))
+    np.testing.assert_array_equal(p["reduce_partial_map"], g.get("reduce_partial_map", []))
+    np.testing.assert_array_equal(p["qo_indptr"], g["qo_indptr"])
+    assert m["num_partial_rows"] == g["num_partial_rows"][0]
+
+
+def test_plan_is_sound_and_tails_padded():
+    qo, kv, last = varlen_batch([5000, 17, 900, 12000], 2, 64)
+    bufs = plan(qo, kv, last, 16, "fp8", 64)
+    assert mlaps.check_plan(*batch_args(qo, kv, last, 16, bufs), page_size=64) == []
+    m = mlaps.read_metadata(bufs[0])
+    # Grid = work_indptr.shape[0] - 1 (AITER's cu_num + 1); nothing past the plan.
+    assert m["num_cu"] == bufs[1].size - 1
+    assert bufs[3][m["num_reduce_tiles"]:].tolist() == [bufs[3][m["num_reduce_tiles"]]] * (
+        bufs[3].size - m["num_reduce_tiles"])
+
+
+def test_replan_smaller_batch_into_same_buffers():
+    """Buffers sized once by the info call (graph capture) serve every batch within maxima."""
+    info = mlaps.get_mla_metadata_info_v1(64, 4, 64, "bf16", "bf16", False)
+    bufs = alloc(info)
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        b = int(rng.integers(1, 65))
+        q = int(rng.integers(1, 5))
+        lens = rng.integers(q, 9000, b)
+        qo, kv, last = varlen_batch(lens, q, 16)
+        mlaps.get_mla_metadata_v1(*batch_args(qo, kv, last, 64, bufs), page_size=16,
+                                  max_seqlen_qo=4, dtype_q="bf16", dtype_kv="bf16")
+        assert mlaps.check_plan(*batch_args(qo, kv, last, 64, bufs), page_size=16) == []
+
+
+def test_torch_style_dtypes_accepted():
+    class FakeTorchDtype(object):  # what str(torch.float8_e4m3fn) looks like
+        def __str__(self):
+            return "torch.float8_e4m3fn"
+    info = mlaps.get_mla_metadata_info_v1(8, 1, 16, FakeTorchDtype(), FakeTorchDtype(), False)
+    assert info[1][1] == np.int32  # no torch imported: numpy dtypes
+
+
+def test_resolve_variant():
+    v = mlaps.resolve_variant(128, 2, "fp8", "fp8", arch="sm90")
+    assert v["head_fold"] >= 1 and v["rows_per_tile"] in (64, 128) and v["name"]

@@ -57,6 +57,16 @@ enum MlaMask : int32_t {
   kMlaMaskCpRoundRobin = 2,
 };
 
+// NVIDIA decode kernels (MlaDecodeParams::path). Auto: the sm90 wgmma kernel
+// (mla_decode_sm90.h) for bf16 launches that use the 64-row layout with 256 threads, the
+// mma.sync kernel (mla_decode_device.h) for the rest (fp8, the compact 16-row layout, 512
+// threads). The same function either way.
+enum MlaDecodePath : int32_t {
+  kMlaPathAuto = 0,
+  kMlaPathMmaSync = 1,  // the mma.sync kernel for every launch
+  kMlaPathWgmma = 2,    // the wgmma kernel; rejected where it does not apply (see above)
+};
+
 // The status word. The first error any block meets wins (atomic compare-and-swap on code);
 // the block that set it fills in the rest. Bad items are skipped, never run out of bounds.
 enum MlaStatusCode : int32_t {
@@ -161,6 +171,8 @@ struct MlaDecodeParams {
   // the H200 512 measured 25-50% slower (spills at the 128-register cap, twice the P
   // fragment traffic; kernels/decode/notes.md). Same function either way.
   int block_threads = 0;
+  // Which NVIDIA kernel runs the launch (MlaDecodePath); the AMD build has one path.
+  int32_t path = 0;
 };
 
 // Everything the reduce kernel reads and writes (device pointers unless noted).

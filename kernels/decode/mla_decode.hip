@@ -4,6 +4,7 @@
 
 #include "kernels/decode/mla_decode.h"
 #include "kernels/decode/mla_decode_device.h"
+#include "kernels/decode/mla_decode_sm90.h"
 #include "kernels/decode/mla_reduce_device.h"
 #include "kernels/platform/hip_runtime.h"
 
@@ -90,6 +91,12 @@ const char* MlaDecodeParamsError(const MlaDecodeParams& p) {
   if (p.block_threads != 0 && p.block_threads != 256 && p.block_threads != 512) {
     return "block_threads must be 0, 256 or 512";
   }
+  if (p.path != kMlaPathAuto && p.path != kMlaPathMmaSync && p.path != kMlaPathWgmma) {
+    return "path must be kMlaPathAuto, kMlaPathMmaSync or kMlaPathWgmma";
+  }
+  if (p.path == kMlaPathWgmma && (!kMmaPath || p.dtype != kMlaBf16 || p.block_threads == 512)) {
+    return "path kMlaPathWgmma needs the NVIDIA build, bf16 and 256-thread blocks";
+  }
   return nullptr;
 }
 
@@ -136,10 +143,18 @@ bool UseCompact(const MlaDecodeParams& p) {
   return mla::UseCompactLayout(p, sms);
 }
 
+// Whether the sm90 wgmma kernel runs the launch (MlaDecodePath).
+bool UseWgmma(const MlaDecodeParams& p) {
+  if (!kMmaPath || p.path == kMlaPathMmaSync) return false;
+  if (p.path == kMlaPathWgmma) return true;
+  return p.dtype == kMlaBf16 && p.block_threads != 512 && !UseCompact(p);
+}
+
 }  // namespace
 
 int64_t MlaDecodeSharedBytes(const MlaDecodeParams& p) {
   if (!kMmaPath) return 0;
+  if (UseWgmma(p)) return mla::SmemSm90::kBytes;
   const bool fp8 = p.dtype == kMlaFp8E4m3fn;
   if (UseCompact(p)) {
     return fp8 ? mla::MmaLayout<true, 1>::kBytes : mla::MmaLayout<false, 1>::kBytes;
@@ -155,6 +170,19 @@ int LaunchMlaDecode(const MlaDecodeParams& params, void* stream) {
   const bool wide = threads == 512;
   const bool compact = UseCompact(params);
   using Kernel = void (*)(MlaDecodeParams);
+  if (UseWgmma(params)) {
+    static std::atomic<bool> sm90_allowed{false};
+    if (!sm90_allowed.load(std::memory_order_acquire)) {
+      const hipError_t e =
+          hipFuncSetAttribute(reinterpret_cast<const void*>(mla::MlaDecodeSm90Kernel),
+                              hipFuncAttributeMaxDynamicSharedMemorySize, smem);
+      if (e != hipSuccess) return e;
+      sm90_allowed.store(true, std::memory_order_release);
+    }
+    hipLaunchKernelGGL(mla::MlaDecodeSm90Kernel, dim3(params.num_cu), dim3(mla::kSm90Threads), smem,
+                       static_cast<hipStream_t>(stream), params);
+    return hipGetLastError();
+  }
   // [fp8][0: 64-row 256 threads, 1: 64-row 512 threads, 2: compact 256 threads]
   static constexpr Kernel kKernels[2][3] = {
       {mla::MlaDecodeKernel<false, 8, 4>, mla::MlaDecodeKernel<false, 16, 4>,

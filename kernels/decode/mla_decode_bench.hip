@@ -81,6 +81,7 @@ bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const ch
   if (!bench::StageCase(batch, *plan, pages, buffers, &staged)) return false;
   MlaDecodeParams& p = staged.decode;
   if (const char* env = std::getenv("MLAPS_MLA_BLOCK_THREADS")) p.block_threads = std::atoi(env);
+  p.path = staging::ParseDecodePath(std::getenv("MLAPS_MLA_PATH"));
   const MlaReduceParams& r = staged.reduce;
   // A direct launch first (sets the shared-memory attribute, checks the status word).
   if (!bench::RunChecked(staged, stream)) return false;
@@ -170,8 +171,8 @@ int Main(const Filter& filter) {
   struct Shape {
     int heads, qlen;
   };
-  const Shape shapes[] = {{16, 1}, {16, 4}, {64, 2}, {128, 1}, {128, 2}};
-  const std::pair<int, int> sizes[] = {{128, 8192}, {64, 16384}};
+  const Shape shapes[] = {{16, 1}, {16, 4}, {32, 3}, {64, 2}, {128, 1}, {128, 2}};
+  const std::pair<int, int> sizes[] = {{128, 8192}, {64, 16384}, {32, 1024}};
   std::mt19937 rng(5);
   for (DType dtype : {DType::kBf16, DType::kFp8}) {
     const bool fp8 = dtype == DType::kFp8;
@@ -218,7 +219,9 @@ int Main(const Filter& filter) {
     }
   }
   const char* threads_env = std::getenv("MLAPS_MLA_BLOCK_THREADS");
-  std::printf("\ndecode block threads: %s\n", threads_env ? threads_env : "default");
+  const char* path_env = std::getenv("MLAPS_MLA_PATH");
+  std::printf("\ndecode block threads: %s; kernel path (MLAPS_MLA_PATH): %s\n",
+              threads_env ? threads_env : "default", path_env ? path_env : "auto");
   // sim_us: the simulator's predicted decode time (makespan of the plan under the sm90
   // registry's calibrated costs); sim_err: (sim_us - decode_us) / decode_us.
   // blocks: persistent decode blocks (the plan's CUs; 2 an SM for 16-row tiles).

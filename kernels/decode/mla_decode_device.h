@@ -989,8 +989,12 @@ __device__ inline void ClearEmptyRequests(const MlaDecodeParams& p) {
   }
 }
 
-template <bool kFp8, int kW, int kRg>
-__device__ void DecodeBlock(const MlaDecodeParams& p) {
+// Walks block blockIdx.x's work items (work_indptr[cu] .. work_indptr[cu+1]-1): decodes and
+// checks each (tiles of at most max_rows rows), records the trace, reports bad items and
+// calls run_item(item, cu) for the valid ones; then clears the rows of empty requests.
+// Every path's kernel is this walk around its own item routine.
+template <class RunItem>
+__device__ void WalkItems(const MlaDecodeParams& p, int max_rows, RunItem&& run_item) {
   const int cu = blockIdx.x;
   const int64_t w0 = p.work_indptr[cu], w1 = p.work_indptr[cu + 1];
   int order = 0;
@@ -1003,7 +1007,7 @@ __device__ void DecodeBlock(const MlaDecodeParams& p) {
       for (int k = 0; k < 8; ++k) info[k] = p.work_info[w * 8 + k];
       Item it;
       int64_t value = 0;
-      const int code = DecodeItem(p, info, &it, &value, 16 * kRg);
+      const int code = DecodeItem(p, info, &it, &value, max_rows);
       MlaTraceEntry* entry = nullptr;
       if (p.trace != nullptr && threadIdx.x == 0) {
         if (w0 + order < p.trace_capacity) {
@@ -1023,16 +1027,23 @@ __device__ void DecodeBlock(const MlaDecodeParams& p) {
         if (threadIdx.x == 0) Report(p.status, code, cu, static_cast<int>(w), value);
         continue;
       }
-#if MLAPS_MLA_MMA
-      RunItemMma<kFp8, kW, kRg>(p, it, DynamicSmem(), cu);
-#else
-      RunItemGeneric<kFp8>(p, it, cu);
-#endif
+      run_item(it, cu);
       if (entry != nullptr) entry->clock_end = p.trace_clocks ? clock64() : 0;
     }
   }
   if (p.trace_counts != nullptr && threadIdx.x == 0) p.trace_counts[cu] = order;
   ClearEmptyRequests(p);
+}
+
+template <bool kFp8, int kW, int kRg>
+__device__ void DecodeBlock(const MlaDecodeParams& p) {
+  WalkItems(p, 16 * kRg, [&](const Item& it, int cu) {
+#if MLAPS_MLA_MMA
+    RunItemMma<kFp8, kW, kRg>(p, it, DynamicSmem(), cu);
+#else
+    RunItemGeneric<kFp8>(p, it, cu);
+#endif
+  });
 }
 
 // kW warps (8 or 16) a block; kRg row groups in the Q tile (4: one block per SM, its shared

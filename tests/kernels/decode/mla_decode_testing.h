@@ -34,8 +34,9 @@ using staging::PartialRowsFor;
 using staging::PlanArena;
 using staging::ReduceParamsFor;
 
-// staging::DecodeParamsFor, plus MLAPS_MLA_BLOCK_THREADS=256|512 from the environment to run
-// the GPU tests on one decode block shape (default: the launcher's).
+// staging::DecodeParamsFor, plus MLAPS_MLA_BLOCK_THREADS=256|512 and MLAPS_MLA_PATH=auto|mma|
+// wgmma from the environment to run the GPU tests on one decode block shape or kernel
+// (default: the launcher's choice).
 inline MlaDecodeParams DecodeParamsFor(const Batch& batch, const WorkPlan& plan,
                                        const BatchArena& ba, const PlanArena& pa, int64_t num_pages,
                                        double q_scale, double kv_scale, int64_t partial_rows,
@@ -43,6 +44,7 @@ inline MlaDecodeParams DecodeParamsFor(const Batch& batch, const WorkPlan& plan,
   MlaDecodeParams p =
       staging::DecodeParamsFor(batch, plan, ba, pa, num_pages, q_scale, kv_scale, partial_rows, d);
   if (const char* env = std::getenv("MLAPS_MLA_BLOCK_THREADS")) p.block_threads = std::atoi(env);
+  p.path = staging::ParseDecodePath(std::getenv("MLAPS_MLA_PATH"));
   return p;
 }
 

@@ -70,6 +70,10 @@ def _plan_view(seqlens_qo_indptr, seqlens_kv_indptr, kv_last_page_lens, num_head
         # An AITER plan (or a GPU-planned one whose header only has the status): the plan's
         # own counts where it has them, else the arrays' used prefixes.
         fold = 1 if head_fold is None else head_fold
+        b = qo.size - 1
+        if (head_fold is None and header is not None and b > 0 and
+                header["num_virtual_requests"] % b == 0):
+            fold = max(1, header["num_virtual_requests"] // b)  # a GPU plan: B * head_fold
         last_w = int(wip[-1])
         works = last_w if 0 <= last_w <= info.shape[0] else info.shape[0]
         if header is not None:

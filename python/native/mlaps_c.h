@@ -244,6 +244,142 @@ int32_t mlaps_simulate(const mlaps_batch* batch, const mlaps_plan_buffers* plan,
                        const mlaps_sim_inputs* inputs, mlaps_sim_result* result, char* err,
                        int64_t err_len);
 
+/* ---- GPU (libmlaps_cuda.so, --config=cuda) ------------------------------------------------
+ * Every pointer below is device memory unless noted; `stream` is a cudaStream_t (NULL: the
+ * legacy default stream). The functions only enqueue (no allocation, no synchronization), so
+ * they can be captured into a CUDA graph; errors found on the host (bad params) enqueue
+ * nothing. Device-side findings go to the status words (GpuPlanStatus, MlaStatus). */
+
+/* The GPU planner (kernels/planner/planner_kernel.h): the variant and options are resolved on
+ * the host (mlaps_resolve_variant + the planner's option defaults) and passed as values. */
+typedef struct {
+  const int32_t* qo_indptr; /* [num_requests + 1] */
+  const int32_t* kv_indptr;
+  const int32_t* kv_last_page_lens;
+  int32_t num_requests;
+  int32_t max_qlen;
+  int32_t num_heads;
+  int32_t page_size;
+  int32_t causal_trim;
+  int32_t sparse_topk;
+  int32_t head_fold;
+  int32_t tokens_per_tile;
+  int32_t num_cu;
+  int32_t kv_granularity;
+  int32_t fixed_overhead;
+  int32_t max_split_per_batch;
+  int32_t policy; /* 0 only */
+  int32_t* out_qo_indptr;
+  int64_t out_qo_indptr_capacity;
+  int32_t* work_indptr;
+  int64_t work_indptr_capacity;
+  int32_t* work_info;
+  int64_t work_info_capacity; /* rows */
+  int32_t* reduce_indptr;
+  int64_t reduce_indptr_capacity;
+  int32_t* reduce_final_map;
+  int64_t reduce_final_map_capacity; /* int32 entries */
+  int32_t* reduce_partial_map;
+  int64_t reduce_partial_map_capacity;
+  void* status; /* 48-byte GpuPlanStatus */
+} mlaps_gpu_plan_args;
+
+int32_t mlaps_cuda_plan(const mlaps_gpu_plan_args* args, void* stream, char* err, int64_t err_len);
+
+/* Decode + reduce (kernels/decode/mla_decode.h): zeroes the status word, launches the
+ * persistent decode, then the reduce (when reduce_tiles_capacity > 0). */
+typedef struct {
+  const void* q;        /* [num_q_tokens, H, 576] bf16 / fp8 e4m3fn */
+  const void* kv_cache; /* [num_pages, page_size, 576], same dtype */
+  const int32_t* kv_indices;
+  const int32_t* qo_indptr;
+  const int32_t* kv_indptr;
+  const int32_t* kv_last_page_lens;
+  int32_t num_requests;
+  int32_t num_heads;
+  int64_t num_q_tokens;
+  int64_t num_pages;
+  int64_t num_kv_indices;
+  int32_t page_size;
+  int32_t dtype; /* 0 bf16, 1 fp8 e4m3fn */
+  int32_t mask;  /* MlaMask: 0 causal, 1 none, 2 CP round-robin */
+  float sm_scale;
+  float q_scale;
+  float kv_scale;
+  int32_t cp_world_size;
+  int32_t cp_interleave;
+  int32_t cp_rank;
+  const int32_t* cp_global_kv_len;
+  const int32_t* work_indptr;
+  const int32_t* work_info;
+  int64_t work_info_capacity;
+  int32_t num_cu;
+  int32_t head_fold;
+  int32_t tokens_per_tile;
+  int32_t rows_per_tile;
+  const int32_t* reduce_indptr;
+  const int32_t* reduce_final_map;
+  const int32_t* reduce_partial_map;
+  int64_t reduce_partial_map_capacity;
+  const int32_t* num_reduce_tiles_device; /* the plan status' num_reduce_tiles */
+  int32_t reduce_tiles_capacity;
+  int32_t o_fp32; /* o is fp32 (CP ranks) instead of bf16 */
+  void* o;        /* [num_q_tokens, H, 512] */
+  float* lse;     /* [num_q_tokens, H] */
+  float* partial_o;
+  float* partial_lse;
+  int64_t partial_rows_capacity;
+  void* status; /* 24-byte MlaStatus */
+} mlaps_decode_args;
+
+int32_t mlaps_cuda_decode(const mlaps_decode_args* args, void* stream, char* err, int64_t err_len);
+
+/* The sparse KV index gather (kernels/sparse_gather/sparse_gather.h). */
+typedef struct {
+  int64_t num_tokens;
+  int64_t topk;
+  int64_t num_requests;
+  int32_t map_form; /* 0 block table, 1 flat */
+  int64_t page_size;
+  int64_t max_blocks;
+  int64_t num_kv_indices;
+  int64_t packed_capacity;
+  const int32_t* topk_indices;
+  const int32_t* token_to_seq;
+  const int32_t* token_bound;
+  const int32_t* sparse_kv_indptr;
+  const int32_t* block_table;
+  const int32_t* kv_indptr;
+  const int32_t* kv_indices;
+  int32_t* packed;
+  int32_t* counts;
+  int32_t* dense;
+  int32_t* status;
+} mlaps_sparse_gather_args;
+
+int32_t mlaps_cuda_sparse_gather(const mlaps_sparse_gather_args* args, void* stream, char* err,
+                                 int64_t err_len);
+
+/* The CP merge of W ranks' (O, LSE) (kernels/cp/lse_merge.h). */
+typedef struct {
+  const float* o_ranks;   /* [W][rows][dim] */
+  const float* lse_ranks; /* [W][rows] */
+  int32_t world_size;
+  int64_t rows;
+  int32_t dim;
+  void* o_out; /* [rows][dim] bf16 (out_bf16) or fp32 */
+  float* lse_out;
+  int32_t out_bf16;
+} mlaps_lse_merge_args;
+
+int32_t mlaps_cuda_lse_merge(const mlaps_lse_merge_args* args, void* stream, char* err,
+                             int64_t err_len);
+
+/* Copies `bytes` from device to host memory and waits (check_plan on device arrays without
+ * torch; never in a decode path). */
+int32_t mlaps_cuda_copy_to_host(void* dst, const void* src, int64_t bytes, char* err,
+                                int64_t err_len);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif

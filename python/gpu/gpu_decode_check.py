@@ -87,12 +87,21 @@ def reference(q, kv_pages, lens, kv_indices_per_req, s_q, causal, page):
     return out, lse
 
 
+def meta_host(t):
+    """work_meta_data (uint64) to numpy, through an int64 view."""
+    return t.view(torch.int64).cpu().numpy()
+
+
 class Buffers(object):
     """Plan buffers and workspace sized once from maxima (what an engine allocates)."""
 
     def __init__(self, b, s_q, h, dtype=torch.bfloat16):
         info = mlaps.get_mla_metadata_info_v1(b, s_q, h, dtype, dtype, False, arch="sm90")
-        self.meta = [torch.zeros(s, dtype=d, device="cuda") for s, d in info]
+        # torch's uint64 support is thin: allocate with empty and zero through an int64 view.
+        self.meta = [torch.empty(s, dtype=d, device="cuda") for s, d in info]
+        self.meta[0].view(torch.int64).zero_()
+        for t in self.meta[1:]:
+            t.zero_()
         (ws_shape, ws_dtype), = mlaps.get_mla_decode_workspace_info(b, s_q, h, dtype, dtype,
                                                                     False, arch="sm90")
         self.ws = torch.zeros(ws_shape, dtype=ws_dtype, device="cuda")
@@ -159,7 +168,7 @@ def run_case(b, s_q, mean_sk, h, varlen, causal, page=PAGE, zero_kv=False, seed=
                          reduce_partial_map=m[5], workspace=bufs.ws, lse=lse,
                          is_causal=causal)
     torch.cuda.synchronize()
-    plan_status = mlaps.read_metadata(m[0].cpu().numpy())
+    plan_status = mlaps.read_metadata(meta_host(m[0]))
     if plan_status["code"] != 0:
         return "GPU planner status code %d (index %d)" % (plan_status["code"],
                                                           plan_status["index"])
@@ -172,13 +181,13 @@ def run_case(b, s_q, mean_sk, h, varlen, causal, page=PAGE, zero_kv=False, seed=
     if v:
         return "check_plan: %d violation(s), first: %s" % (len(v), v[0])
     if cpu_parity:
-        cm = [np.zeros(tuple(x.shape), x.cpu().numpy().dtype) for x in m]
-        cm[1] = np.zeros(m[1].shape[0], np.int32)
+        cm = [np.zeros(sh, dt) for sh, dt in mlaps.get_mla_metadata_info_v1(
+            b, s_q, h, "bf16", "bf16", False, arch="sm90")]
         mlaps.get_mla_metadata_v1(host[0], host[1], host[2], h, 1, causal, cm[0], cm[2], cm[1],
                                   cm[3], cm[4], cm[5], page_size=page,
                                   kv_granularity=max(16, page), max_seqlen_qo=s_q,
                                   dtype_q="bf16", dtype_kv="bf16", arch="sm90")
-        gm = mlaps.read_metadata(m[0].cpu().numpy())
+        gm = mlaps.read_metadata(meta_host(m[0]))
         cmh = mlaps.read_metadata(cm[0])
         for k in ("num_works", "num_reduce_tiles", "num_reduce_pieces", "num_partial_rows"):
             if gm[k] != cmh[k]:

@@ -8,7 +8,7 @@ import ctypes
 import os
 import threading
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 OK = 0
 INVALID_ARGUMENT = 1
@@ -34,7 +34,8 @@ class Batch(ctypes.Structure):
 
 class PlanOptions(ctypes.Structure):
     _fields_ = [("num_cu", _i32), ("kv_granularity", _i32), ("fixed_overhead", _i32),
-                ("max_split_per_batch", _i32), ("policy", _i32), ("lse", _i32)]
+                ("max_split_per_batch", _i32), ("policy", _i32), ("lse", _i32),
+                ("max_seqlen_qo", _i32), ("uni_seqlen_qo", _i32)]
 
 
 class PlanBuffers(ctypes.Structure):
@@ -53,7 +54,8 @@ class PlanSizes(ctypes.Structure):
         (n, _i32) for n in ("num_cu", "head_fold", "tokens_per_tile", "rows_per_tile",
                             "heads_per_group", "blocks_per_cu", "kv_granularity",
                             "fixed_overhead", "num_virtual_requests", "num_works",
-                            "num_reduce_tiles", "num_reduce_pieces", "num_partial_rows")]
+                            "num_reduce_tiles", "num_reduce_pieces", "num_partial_rows",
+                            "max_qlen")]
 
 
 class CapacityQuery(ctypes.Structure):

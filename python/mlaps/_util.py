@@ -73,7 +73,11 @@ def host_array(name, x, dtype, ndim=None, writable=False, shape=None):
         a = np.asarray(x)  # a view of the object's memory
     else:
         raise TypeError("%s: expected a numpy array or tensor, got %s" % (name, type(x).__name__))
-    if a.dtype != np.dtype(dtype):
+    if isinstance(dtype, (tuple, list)):
+        if a.dtype not in dtype:
+            raise TypeError("%s has dtype %s, must be %s"
+                            % (name, a.dtype, " or ".join(str(np.dtype(d)) for d in dtype)))
+    elif a.dtype != dtype:
         raise TypeError("%s has dtype %s, must be %s" % (name, a.dtype, np.dtype(dtype)))
     if ndim is not None and a.ndim != ndim:
         raise ValueError("%s has %d dimension(s) (shape %s), must have %d"

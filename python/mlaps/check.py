@@ -3,6 +3,7 @@ get_mla_metadata_v1 takes (an mlaps plan, or one dumped from AITER)."""
 
 import collections
 import ctypes
+import sys
 
 import numpy as np
 
@@ -23,6 +24,8 @@ class Violation(collections.namedtuple("Violation", "defect work field message")
 def _to_host(name, x):
     """Device arrays are copied to the host (this synchronizes); host arrays pass through."""
     if _util.is_device_array(x):
+        if str(getattr(x, "dtype", "")) == "torch.uint64":  # thin uint64 support: copy as int64
+            x = x.view(sys.modules["torch"].int64)
         if hasattr(x, "cpu"):
             return x.detach().cpu().numpy() if hasattr(x, "detach") else x.cpu().numpy()
         from . import decode

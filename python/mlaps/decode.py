@@ -14,6 +14,7 @@ import ctypes
 import functools
 import math
 import sys
+import threading
 
 import numpy as np
 
@@ -86,6 +87,8 @@ def _lib():
             f = getattr(lib, name)
             f.restype = _i32
             f.argtypes = [P(st), _vp, ctypes.c_char_p, _i64]
+        lib.mlaps_cuda_set_device.restype = _i32
+        lib.mlaps_cuda_set_device.argtypes = [_i32, ctypes.c_char_p, _i64]
         lib.mlaps_cuda_copy_to_host.restype = _i32
         lib.mlaps_cuda_copy_to_host.argtypes = [_vp, _vp, _i64, ctypes.c_char_p, _i64]
         lib._mlaps_typed = True
@@ -195,7 +198,27 @@ class _Dev(object):
         return self
 
 
+_current = threading.local()
+
+
+def _set_device(devs):
+    """The library's CUDA runtime is its own (static): make the arrays' device its current
+    device on this thread (once per thread and device)."""
+    index = None
+    for d in devs:
+        if d.torch:
+            index = getattr(d.obj.device, "index", None)
+            break
+    if index is None or getattr(_current, "device", None) == index:
+        return
+    err = _native.Error()
+    _native.raise_for(_lib().mlaps_cuda_set_device(int(index), err.buf, err.size), err,
+                      "set device")
+    _current.device = index
+
+
 def _stream_of(stream, *devs):
+    _set_device(devs)
     if stream is not None:
         if isinstance(stream, int):
             return stream

@@ -37,6 +37,7 @@ _H = {  # header word -> name (words 12 .. 31)
     "max_qlen": 22, "page_size": 23, "flags": 24, "sparse_topk": 25, "kv_granularity": 26,
     "lse": 27,
 }
+_META_DTYPES = (np.uint64, np.int64)  # AITER's uint64; int64 where uint64 support is thin
 _STATUS = {"code": 0, "index": 1, "num_virtual_requests": 6, "num_works": 7,
            "num_reduce_tiles": 8, "num_reduce_pieces": 9, "num_partial_rows": 10}
 
@@ -123,7 +124,7 @@ def _batch_struct(arch, qd, kd, num_heads, page_size, causal, cp, topk, qo, kv, 
 
 def metadata_words(work_metadata):
     """The int32 view of a host work_meta_data array (mlaps' layout), checked."""
-    m = _util.host_array("work_metadata_ptrs", work_metadata, np.uint64, ndim=1, writable=False)
+    m = _util.host_array("work_metadata_ptrs", work_metadata, _META_DTYPES, ndim=1, writable=False)
     if m.size < META_HEADER_U64 + 1:
         raise ValueError("work_metadata_ptrs has %d entries; mlaps' work_meta_data needs at "
                          "least %d (size it with mlaps.get_mla_metadata_info_v1)"
@@ -134,7 +135,7 @@ def metadata_words(work_metadata):
 def read_metadata(work_metadata):
     """What an mlaps plan header says (a dict), or None when `work_metadata` is not one (an
     AITER plan's two pointers, or never planned). Host arrays only."""
-    m = _util.host_array("work_metadata_ptrs", work_metadata, np.uint64, ndim=1)
+    m = _util.host_array("work_metadata_ptrs", work_metadata, _META_DTYPES, ndim=1)
     if m.size < META_HEADER_U64 + 1:
         return None
     w = m.view(np.int32)
@@ -209,7 +210,7 @@ def get_mla_metadata_v1(seqlens_qo_indptr, seqlens_kv_indptr, kv_last_page_lens,
     max_seqlen_qo = _util.int_arg("max_seqlen_qo", max_seqlen_qo)
     uni_seqlen_qo = _util.int_arg("uni_seqlen_qo", uni_seqlen_qo)
     max_split = _util.int_arg("max_split_per_batch", max_split_per_batch, -1)
-    meta = _util.host_array("work_metadata_ptrs", work_metadata_ptrs, np.uint64, ndim=1,
+    meta = _util.host_array("work_metadata_ptrs", work_metadata_ptrs, _META_DTYPES, ndim=1,
                             writable=True)
     info = _util.host_array("work_info_set", work_info_set, np.int32, ndim=2, writable=True)
     if info.shape[1] != 8:
@@ -227,26 +228,17 @@ def get_mla_metadata_v1(seqlens_qo_indptr, seqlens_kv_indptr, kv_last_page_lens,
                          % (meta.size, META_HEADER_U64 + 1))
     if wip.size < 2:
         raise ValueError("work_indptr has %d entries: needs num_cu + 1 >= 2" % wip.size)
-    if qo.size >= 2:
-        qlens = np.diff(qo)
-        if max_seqlen_qo > 0 and qlens.size and int(qlens.max()) > max_seqlen_qo:
-            b = int(np.argmax(qlens))
-            raise ValueError("seqlens_qo_indptr: request %d has %d q tokens > max_seqlen_qo=%d"
-                             % (b, int(qlens[b]), max_seqlen_qo))
-        if uni_seqlen_qo > 0 and qlens.size and np.any(qlens != uni_seqlen_qo):
-            b = int(np.argmax(qlens != uni_seqlen_qo))
-            raise ValueError("seqlens_qo_indptr: request %d has %d q tokens != uni_seqlen_qo=%d"
-                             % (b, int(qlens[b]), uni_seqlen_qo))
     words = meta.view(np.int32)
-    fqo = words[META_QO_INDPTR_WORD:]
+    base = words.ctypes.data
+    fqo_len = words.size - META_QO_INDPTR_WORD
     batch = _batch_struct(arch_c, qd, kd, h, page_size, is_causal, is_cp_round_robin, topk, qo,
                           kv, last)
-    num_cu = wip.size - 1
-    opts = _native.PlanOptions(num_cu, kv_granularity, -1, max(0, max_split),
-                               0 if policy == "greedy_payload" else 1, int(bool(lse)))
-    bufs = _native.PlanBuffers(_util.i32p(fqo), fqo.size, _util.i32p(wip), wip.size,
-                               _util.i32p(info), info.shape[0], _util.i32p(rip), rip.size,
-                               _util.i32p(rfm), rfm.size, _util.i32p(rpm), rpm.size)
+    opts = _native.PlanOptions(wip.size - 1, kv_granularity, -1, max(0, max_split),
+                               0 if policy == "greedy_payload" else 1, int(bool(lse)),
+                               max(0, max_seqlen_qo), max(0, uni_seqlen_qo))
+    bufs = _native.PlanBuffers(base + 4 * META_QO_INDPTR_WORD, fqo_len, wip.ctypes.data,
+                               wip.size, info.ctypes.data, info.shape[0], rip.ctypes.data,
+                               rip.size, rfm.ctypes.data, rfm.size, rpm.ctypes.data, rpm.size)
     sizes = _native.PlanSizes()
     err = _native.Error()
     lib = _native.cpu()
@@ -254,25 +246,16 @@ def get_mla_metadata_v1(seqlens_qo_indptr, seqlens_kv_indptr, kv_last_page_lens,
                                      ctypes.byref(sizes), err.buf, err.size),
                       err, "get_mla_metadata_v1")
     # Tails: CUs past the plan's run nothing; reduce tiles past the plan are empty.
-    wip[sizes.num_cu + 1:] = wip[sizes.num_cu]
-    rip[sizes.num_reduce_tiles + 1:] = rip[sizes.num_reduce_tiles] if rip.size else 0
-    header = np.zeros(META_QO_INDPTR_WORD, np.int32)
-    header[0] = 0
-    header[1] = -1
-    header[_STATUS["num_virtual_requests"]] = sizes.num_virtual_requests
-    header[_STATUS["num_works"]] = sizes.num_works
-    header[_STATUS["num_reduce_tiles"]] = sizes.num_reduce_tiles
-    header[_STATUS["num_reduce_pieces"]] = sizes.num_reduce_pieces
-    header[_STATUS["num_partial_rows"]] = sizes.num_partial_rows
-    qlen_max = int(np.diff(qo).max()) if qo.size >= 2 else 0
-    for k, v in (("magic", META_MAGIC), ("version", META_VERSION), ("num_cu", sizes.num_cu),
-                 ("head_fold", sizes.head_fold), ("tokens_per_tile", sizes.tokens_per_tile),
-                 ("rows_per_tile", sizes.rows_per_tile), ("num_heads", h), ("arch", arch_c),
-                 ("q_dtype", qd), ("kv_dtype", kd), ("max_qlen", qlen_max),
-                 ("page_size", page_size),
-                 ("flags", int(bool(is_causal)) | int(bool(is_cp_round_robin)) << 1),
-                 ("sparse_topk", max(0, topk)), ("kv_granularity", sizes.kv_granularity),
-                 ("lse", int(bool(lse)))):
-        header[_H[k]] = np.int32(np.uint32(v & 0xFFFFFFFF)) if v > 0x7FFFFFFF else v
-    words[:META_QO_INDPTR_WORD] = header
+    if sizes.num_cu + 1 < wip.size:
+        wip[sizes.num_cu + 1:] = wip[sizes.num_cu]
+    if sizes.num_reduce_tiles + 1 < rip.size:
+        rip[sizes.num_reduce_tiles + 1:] = rip[sizes.num_reduce_tiles]
+    # The header: the status words (GpuPlanStatus layout), then the plan's variant.
+    words[:META_QO_INDPTR_WORD] = (
+        0, -1, 0, 0, 0, 0, sizes.num_virtual_requests, sizes.num_works,
+        sizes.num_reduce_tiles, sizes.num_reduce_pieces, sizes.num_partial_rows, 0,
+        META_MAGIC, META_VERSION, sizes.num_cu, sizes.head_fold, sizes.tokens_per_tile,
+        sizes.rows_per_tile, h, arch_c, qd, kd, sizes.max_qlen, page_size,
+        int(bool(is_causal)) | int(bool(is_cp_round_robin)) << 1, max(0, topk),
+        sizes.kv_granularity, int(bool(lse)), 0, 0, 0, 0)
     return None

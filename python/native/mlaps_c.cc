@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,17 @@ void CopyText(const std::string& s, char* dst, int64_t len) {
 int32_t Fail(int32_t code, const std::string& message, char* err, int64_t err_len) {
   CopyText(message, err, err_len);
   return code;
+}
+
+template <typename F>
+int32_t Guarded(char* err, int64_t err_len, F&& f) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    return Fail(MLAPS_INTERNAL, std::string("internal error: ") + e.what(), err, err_len);
+  } catch (...) {
+    return Fail(MLAPS_INTERNAL, "internal error: unknown exception", err, err_len);
+  }
 }
 
 int32_t FromStatus(const absl::Status& s, char* err, int64_t err_len) {
@@ -182,13 +194,13 @@ extern "C" {
 
 int32_t mlaps_abi_version(void) { return MLAPS_C_ABI_VERSION; }
 
-int32_t mlaps_validate_batch(const mlaps_batch* batch, char* err, int64_t err_len) {
+static int32_t mlaps_validate_batch_impl(const mlaps_batch* batch, char* err, int64_t err_len) {
   mlaps::Batch b;
   return FromStatus(ToBatch(batch, &b), err, err_len);
 }
 
-int32_t mlaps_resolve_variant(const mlaps_variant_query* query, mlaps_variant* out, char* err,
-                              int64_t err_len) {
+static int32_t mlaps_resolve_variant_impl(const mlaps_variant_query* query, mlaps_variant* out,
+                                          char* err, int64_t err_len) {
   if (query == nullptr || out == nullptr) {
     return Fail(MLAPS_INVALID_ARGUMENT, "query or out is NULL", err, err_len);
   }
@@ -217,8 +229,8 @@ int32_t mlaps_resolve_variant(const mlaps_variant_query* query, mlaps_variant* o
   return MLAPS_OK;
 }
 
-int32_t mlaps_capacity_of(const mlaps_capacity_query* query, mlaps_capacity* out, char* err,
-                          int64_t err_len) {
+static int32_t mlaps_capacity_of_impl(const mlaps_capacity_query* query, mlaps_capacity* out,
+                                      char* err, int64_t err_len) {
   if (query == nullptr || out == nullptr) {
     return Fail(MLAPS_INVALID_ARGUMENT, "query or out is NULL", err, err_len);
   }
@@ -247,9 +259,9 @@ int32_t mlaps_capacity_of(const mlaps_capacity_query* query, mlaps_capacity* out
   return MLAPS_OK;
 }
 
-int32_t mlaps_plan(const mlaps_batch* batch, const mlaps_plan_options* options,
-                   const mlaps_plan_buffers* buffers, mlaps_plan_sizes* sizes, char* err,
-                   int64_t err_len) {
+static int32_t mlaps_plan_impl(const mlaps_batch* batch, const mlaps_plan_options* options,
+                               const mlaps_plan_buffers* buffers, mlaps_plan_sizes* sizes,
+                               char* err, int64_t err_len) {
   if (options == nullptr || buffers == nullptr || sizes == nullptr) {
     return Fail(MLAPS_INVALID_ARGUMENT, "options, buffers or sizes is NULL", err, err_len);
   }
@@ -282,6 +294,21 @@ int32_t mlaps_plan(const mlaps_batch* batch, const mlaps_plan_options* options,
   pb.reduce_partial_map = SpanOf("reduce_partial_map", buffers->reduce_partial_map,
                                  buffers->reduce_partial_map_len, &s);
   if (!s.ok()) return FromStatus(s, err, err_len);
+  for (int i = 0; i < b.num_requests(); ++i) {
+    const int qlen = b.qlen(i);
+    if (options->max_seqlen_qo > 0 && qlen > options->max_seqlen_qo) {
+      return Fail(MLAPS_INVALID_ARGUMENT,
+                  absl::StrCat("seqlens_qo_indptr: request ", i, " has ", qlen,
+                               " q tokens > max_seqlen_qo = ", options->max_seqlen_qo),
+                  err, err_len);
+    }
+    if (options->uni_seqlen_qo > 0 && qlen != options->uni_seqlen_qo) {
+      return Fail(MLAPS_INVALID_ARGUMENT,
+                  absl::StrCat("seqlens_qo_indptr: request ", i, " has ", qlen,
+                               " q tokens != uni_seqlen_qo = ", options->uni_seqlen_qo),
+                  err, err_len);
+    }
+  }
   absl::StatusOr<mlaps::PlanOptions> resolved = mlaps::ResolveOptions(b, o);
   if (!resolved.ok()) return FromStatus(resolved.status(), err, err_len);
   absl::StatusOr<mlaps::PlanSizes> r = mlaps::PlanDecodeInto(b, o, pb);
@@ -302,13 +329,15 @@ int32_t mlaps_plan(const mlaps_batch* batch, const mlaps_plan_options* options,
   out.num_reduce_tiles = r->num_reduce_tiles;
   out.num_reduce_pieces = r->num_reduce_pieces;
   out.num_partial_rows = r->num_partial_rows;
+  out.max_qlen = b.max_qlen();
   *sizes = out;
   return MLAPS_OK;
 }
 
-int32_t mlaps_check_plan(const mlaps_batch* batch, const mlaps_plan_buffers* plan,
-                         const mlaps_check_options* options, int32_t* num_violations, char* text,
-                         int64_t text_len, int64_t* text_needed, char* err, int64_t err_len) {
+static int32_t mlaps_check_plan_impl(const mlaps_batch* batch, const mlaps_plan_buffers* plan,
+                                     const mlaps_check_options* options, int32_t* num_violations,
+                                     char* text, int64_t text_len, int64_t* text_needed, char* err,
+                                     int64_t err_len) {
   if (options == nullptr || num_violations == nullptr || text_needed == nullptr) {
     return Fail(MLAPS_INVALID_ARGUMENT, "options, num_violations or text_needed is NULL", err,
                 err_len);
@@ -344,9 +373,9 @@ int32_t mlaps_check_plan(const mlaps_batch* batch, const mlaps_plan_buffers* pla
   return MLAPS_OK;
 }
 
-int32_t mlaps_simulate(const mlaps_batch* batch, const mlaps_plan_buffers* plan,
-                       const mlaps_sim_inputs* inputs, mlaps_sim_result* result, char* err,
-                       int64_t err_len) {
+static int32_t mlaps_simulate_impl(const mlaps_batch* batch, const mlaps_plan_buffers* plan,
+                                   const mlaps_sim_inputs* inputs, mlaps_sim_result* result,
+                                   char* err, int64_t err_len) {
   if (inputs == nullptr || result == nullptr) {
     return Fail(MLAPS_INVALID_ARGUMENT, "inputs or result is NULL", err, err_len);
   }
@@ -427,6 +456,45 @@ int32_t mlaps_simulate(const mlaps_batch* batch, const mlaps_plan_buffers* plan,
   result->rewritten_tokens = out->stats.rewritten_tokens;
   CopyText(cmp->Summary(), result->summary, sizeof result->summary);
   return MLAPS_OK;
+}
+
+// The exported functions: no C++ exception crosses the C ABI (it becomes MLAPS_INTERNAL).
+int32_t mlaps_validate_batch(const mlaps_batch* batch, char* err, int64_t err_len) {
+  return Guarded(err, err_len, [&] { return mlaps_validate_batch_impl(batch, err, err_len); });
+}
+
+int32_t mlaps_resolve_variant(const mlaps_variant_query* query, mlaps_variant* out, char* err,
+                              int64_t err_len) {
+  return Guarded(err, err_len,
+                 [&] { return mlaps_resolve_variant_impl(query, out, err, err_len); });
+}
+
+int32_t mlaps_capacity_of(const mlaps_capacity_query* query, mlaps_capacity* out, char* err,
+                          int64_t err_len) {
+  return Guarded(err, err_len, [&] { return mlaps_capacity_of_impl(query, out, err, err_len); });
+}
+
+int32_t mlaps_plan(const mlaps_batch* batch, const mlaps_plan_options* options,
+                   const mlaps_plan_buffers* buffers, mlaps_plan_sizes* sizes, char* err,
+                   int64_t err_len) {
+  return Guarded(err, err_len,
+                 [&] { return mlaps_plan_impl(batch, options, buffers, sizes, err, err_len); });
+}
+
+int32_t mlaps_check_plan(const mlaps_batch* batch, const mlaps_plan_buffers* plan,
+                         const mlaps_check_options* options, int32_t* num_violations, char* text,
+                         int64_t text_len, int64_t* text_needed, char* err, int64_t err_len) {
+  return Guarded(err, err_len, [&] {
+    return mlaps_check_plan_impl(batch, plan, options, num_violations, text, text_len, text_needed,
+                                 err, err_len);
+  });
+}
+
+int32_t mlaps_simulate(const mlaps_batch* batch, const mlaps_plan_buffers* plan,
+                       const mlaps_sim_inputs* inputs, mlaps_sim_result* result, char* err,
+                       int64_t err_len) {
+  return Guarded(err, err_len,
+                 [&] { return mlaps_simulate_impl(batch, plan, inputs, result, err, err_len); });
 }
 
 }  // extern "C"

@@ -31,7 +31,7 @@
 extern "C" {
 #endif
 
-#define MLAPS_C_ABI_VERSION 1
+#define MLAPS_C_ABI_VERSION 2
 
 enum mlaps_code {
   MLAPS_OK = 0,
@@ -70,6 +70,8 @@ typedef struct {
   int32_t max_split_per_batch; /* 0: no limit */
   int32_t policy;
   int32_t lse; /* the caller needs LSE (restricts the variant) */
+  int32_t max_seqlen_qo; /* > 0: every request's qlen must be <= this (AITER's argument) */
+  int32_t uni_seqlen_qo; /* > 0: every request's qlen must equal this */
 } mlaps_plan_options;
 
 /* A plan's arrays in AITER's layout. Outputs for mlaps_plan (each at least the capacity's
@@ -105,6 +107,7 @@ typedef struct {
   int32_t num_reduce_tiles;
   int32_t num_reduce_pieces;
   int32_t num_partial_rows;
+  int32_t max_qlen; /* the batch's largest qlen (the variant was resolved for it) */
 } mlaps_plan_sizes;
 
 /* Buffer sizing from maxima (metadata/capacity.h). */
@@ -374,6 +377,10 @@ typedef struct {
 
 int32_t mlaps_cuda_lse_merge(const mlaps_lse_merge_args* args, void* stream, char* err,
                              int64_t err_len);
+
+/* Makes `device` this library's current CUDA device (its CUDA runtime is linked statically,
+ * so its current device is its own: the Python layer sets it to the arrays' device). */
+int32_t mlaps_cuda_set_device(int32_t device, char* err, int64_t err_len);
 
 /* Copies `bytes` from device to host memory and waits (check_plan on device arrays without
  * torch; never in a decode path). */

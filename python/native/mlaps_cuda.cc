@@ -231,6 +231,13 @@ int32_t mlaps_cuda_lse_merge(const mlaps_lse_merge_args* a, void* stream, char* 
   }
 }
 
+int32_t mlaps_cuda_set_device(int32_t device, char* err, int64_t err_len) {
+  if (hipError_t rc = hipSetDevice(device); rc != hipSuccess) {
+    return LaunchError(absl::StrCat("set device ", device).c_str(), rc, err, err_len);
+  }
+  return MLAPS_OK;
+}
+
 int32_t mlaps_cuda_copy_to_host(void* dst, const void* src, int64_t bytes, char* err,
                                 int64_t err_len) {
   if (bytes < 0 || (bytes > 0 && (dst == nullptr || src == nullptr))) {

@@ -128,9 +128,9 @@ def test_read_only_and_non_contiguous_outputs():
 def test_max_and_uni_seqlen_checked():
     qo, kv, last = varlen_batch([100, 100], 3, 16)
     bufs = fresh(q=4)
-    with pytest.raises(ValueError, match="max_seqlen_qo=2"):
+    with pytest.raises(ValueError, match="request 0 has 3 q tokens > max_seqlen_qo = 2"):
         call(qo, kv, last, bufs, max_seqlen_qo=2)
-    with pytest.raises(ValueError, match="uni_seqlen_qo=2"):
+    with pytest.raises(ValueError, match="request 0 has 3 q tokens != uni_seqlen_qo = 2"):
         call(qo, kv, last, bufs, uni_seqlen_qo=2)
 
 

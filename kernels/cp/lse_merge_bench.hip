@@ -2,11 +2,31 @@
 // dim 512, bf16 output. Bytes = W * rows * (512 + 1) * 4 read + rows * (512 * 2 + 4) written.
 // Inputs below ~60 MB fit the H200's L2 (noted in the label); larger ones stream from HBM.
 #include <random>
+#include <string>
 #include <vector>
 
 #include "benchmark/benchmark.h"
 #include "kernels/cp/lse_merge.h"
 #include "kernels/platform/hip_runtime.h"
+
+#define BENCH_HIP_OK(state, expr)                                                       \
+  do {                                                                                  \
+    hipError_t e_ = (expr);                                                             \
+    if (e_ != hipSuccess) {                                                             \
+      (state).SkipWithError((std::string(#expr ": ") + hipGetErrorString(e_)).c_str()); \
+      return;                                                                           \
+    }                                                                                   \
+  } while (0)
+
+// Clean-up calls: a failure (often an earlier asynchronous error) fails the run and the
+// remaining releases still run. HIP >= 6.2 declares the API [[nodiscard]].
+#define BENCH_HIP_CLEANUP(state, expr)                                                  \
+  do {                                                                                  \
+    hipError_t e_ = (expr);                                                             \
+    if (e_ != hipSuccess) {                                                             \
+      (state).SkipWithError((std::string(#expr ": ") + hipGetErrorString(e_)).c_str()); \
+    }                                                                                   \
+  } while (0)
 
 namespace mlaps::kernels {
 namespace {
@@ -29,8 +49,8 @@ void BM_LseMerge(benchmark::State& state) {
     state.SkipWithError("hipMalloc failed");
     return;
   }
-  hipMemcpy(o, host_o.data(), host_o.size() * 4, hipMemcpyHostToDevice);
-  hipMemcpy(lse, host_lse.data(), host_lse.size() * 4, hipMemcpyHostToDevice);
+  BENCH_HIP_OK(state, hipMemcpy(o, host_o.data(), host_o.size() * 4, hipMemcpyHostToDevice));
+  BENCH_HIP_OK(state, hipMemcpy(lse, host_lse.data(), host_lse.size() * 4, hipMemcpyHostToDevice));
   LseMergeParams p;
   p.o_ranks = o;
   p.lse_ranks = lse;
@@ -40,22 +60,22 @@ void BM_LseMerge(benchmark::State& state) {
   p.o_out = out;
   p.lse_out = lse_out;
   hipEvent_t start, stop;
-  hipEventCreate(&start);
-  hipEventCreate(&stop);
+  BENCH_HIP_OK(state, hipEventCreate(&start));
+  BENCH_HIP_OK(state, hipEventCreate(&stop));
   for (int i = 0; i < 3; ++i) LaunchLseMerge(p, nullptr);  // warm up
   constexpr int kReps = 20;
   for (auto _ : state) {
-    hipEventRecord(start, nullptr);
+    BENCH_HIP_OK(state, hipEventRecord(start, nullptr));
     for (int i = 0; i < kReps; ++i) {
       if (LaunchLseMerge(p, nullptr) != LseMergeError::kOk) {
         state.SkipWithError("launch failed");
         break;
       }
     }
-    hipEventRecord(stop, nullptr);
-    hipEventSynchronize(stop);
+    BENCH_HIP_OK(state, hipEventRecord(stop, nullptr));
+    BENCH_HIP_OK(state, hipEventSynchronize(stop));
     float ms = 0;
-    hipEventElapsedTime(&ms, start, stop);
+    BENCH_HIP_OK(state, hipEventElapsedTime(&ms, start, stop));
     state.SetIterationTime(ms / 1e3 / kReps);
   }
   const double bytes = double(world) * rows * (dim + 1) * 4 + double(rows) * (dim * 2 + 4);
@@ -63,12 +83,12 @@ void BM_LseMerge(benchmark::State& state) {
   state.counters["TB/s"] =
       benchmark::Counter(bytes * state.iterations() / 1e12, benchmark::Counter::kIsRate);
   state.counters["input_MB"] = double(world) * rows * (dim + 1) * 4 / 1e6;
-  hipEventDestroy(start);
-  hipEventDestroy(stop);
-  hipFree(o);
-  hipFree(lse);
-  hipFree(out);
-  hipFree(lse_out);
+  BENCH_HIP_CLEANUP(state, hipEventDestroy(start));
+  BENCH_HIP_CLEANUP(state, hipEventDestroy(stop));
+  BENCH_HIP_CLEANUP(state, hipFree(o));
+  BENCH_HIP_CLEANUP(state, hipFree(lse));
+  BENCH_HIP_CLEANUP(state, hipFree(out));
+  BENCH_HIP_CLEANUP(state, hipFree(lse_out));
 }
 
 BENCHMARK(BM_LseMerge)

@@ -42,6 +42,16 @@ constexpr int kTrials = 10;
     }                                                                                   \
   } while (0)
 
+// Clean-up calls: a failure (often an earlier asynchronous error) fails the run and the
+// remaining releases still run. HIP >= 6.2 declares the API [[nodiscard]].
+#define BENCH_HIP_CLEANUP(state, expr)                                                  \
+  do {                                                                                  \
+    hipError_t e_ = (expr);                                                             \
+    if (e_ != hipSuccess) {                                                             \
+      (state).SkipWithError((std::string(#expr ": ") + hipGetErrorString(e_)).c_str()); \
+    }                                                                                   \
+  } while (0)
+
 // The host bench's batch for (batch, qlen, H).
 Batch BenchBatch(int batch, int qlen, int heads) {
   std::mt19937 rng(batch * 31 + qlen);
@@ -99,16 +109,16 @@ void BM_EmptyKernelFloor(benchmark::State& state) {
   for (auto _ : state) {
     const auto t0 = Clock::now();
     hipLaunchKernelGGL(EmptyKernel, dim3(1), dim3(1024), 0, stream, d);
-    hipStreamSynchronize(stream);
+    BENCH_HIP_OK(state, hipStreamSynchronize(stream));
     state.SetIterationTime(std::chrono::duration<double>(Clock::now() - t0).count());
   }
   state.counters["kernel_us"] = 1000.0 * best_ms / kGraphLaunches;
-  hipGraphExecDestroy(exec);
-  hipGraphDestroy(graph);
-  hipEventDestroy(start);
-  hipEventDestroy(stop);
-  hipStreamDestroy(stream);
-  hipFree(d);
+  BENCH_HIP_CLEANUP(state, hipGraphExecDestroy(exec));
+  BENCH_HIP_CLEANUP(state, hipGraphDestroy(graph));
+  BENCH_HIP_CLEANUP(state, hipEventDestroy(start));
+  BENCH_HIP_CLEANUP(state, hipEventDestroy(stop));
+  BENCH_HIP_CLEANUP(state, hipStreamDestroy(stream));
+  BENCH_HIP_CLEANUP(state, hipFree(d));
 }
 BENCHMARK(BM_EmptyKernelFloor)->UseManualTime()->Iterations(2000)->Unit(benchmark::kMicrosecond);
 
@@ -251,7 +261,7 @@ void BM_GpuPlanner(benchmark::State& state) {
                  hipMemcpyAsync(prof, d_profile, sizeof(prof), hipMemcpyDeviceToHost, stream));
     BENCH_HIP_OK(state, hipStreamSynchronize(stream));
   }
-  hipFree(d_profile);
+  BENCH_HIP_CLEANUP(state, hipFree(d_profile));
   const double exec_ns = static_cast<double>(prof[8] - prof[7]);
   const double mhz = exec_ns > 0 ? 1000.0 * (prof[5] - prof[0]) / exec_ns : 0.0;
 
@@ -271,8 +281,9 @@ void BM_GpuPlanner(benchmark::State& state) {
   for (auto _ : state) {
     const auto t0 = Clock::now();
     LaunchGpuPlanner(p, stream);
-    hipMemcpyAsync(status, p.status, sizeof(GpuPlanStatus), hipMemcpyDeviceToHost, stream);
-    hipStreamSynchronize(stream);
+    BENCH_HIP_OK(state, hipMemcpyAsync(status, p.status, sizeof(GpuPlanStatus),
+                                       hipMemcpyDeviceToHost, stream));
+    BENCH_HIP_OK(state, hipStreamSynchronize(stream));
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     state.SetIterationTime(seconds);
     latencies.push_back(1e6 * seconds);
@@ -301,14 +312,14 @@ void BM_GpuPlanner(benchmark::State& state) {
   row.phase_kcycles[5] = prof[6] > prof[1] ? (prof[6] - prof[1]) / 1000.0 : 0.0;
   Rows().push_back(row);
 
-  hipGraphExecDestroy(exec);
-  hipGraphDestroy(graph);
-  hipEventDestroy(start);
-  hipEventDestroy(stop);
-  hipHostFree(status);
-  hipStreamDestroy(stream);
-  hipFree(d_in);
-  hipFree(d_out);
+  BENCH_HIP_CLEANUP(state, hipGraphExecDestroy(exec));
+  BENCH_HIP_CLEANUP(state, hipGraphDestroy(graph));
+  BENCH_HIP_CLEANUP(state, hipEventDestroy(start));
+  BENCH_HIP_CLEANUP(state, hipEventDestroy(stop));
+  BENCH_HIP_CLEANUP(state, hipHostFree(status));
+  BENCH_HIP_CLEANUP(state, hipStreamDestroy(stream));
+  BENCH_HIP_CLEANUP(state, hipFree(d_in));
+  BENCH_HIP_CLEANUP(state, hipFree(d_out));
 }
 
 BENCHMARK(BM_GpuPlanner)

@@ -56,6 +56,16 @@ constexpr int64_t kFlushBytes = int64_t{256} << 20;
     }                                                                                   \
   } while (0)
 
+// Clean-up calls: a failure (often an earlier asynchronous error) fails the run and the
+// remaining releases still run. HIP >= 6.2 declares the API [[nodiscard]].
+#define BENCH_HIP_CLEANUP(state, expr)                                                  \
+  do {                                                                                  \
+    hipError_t e_ = (expr);                                                             \
+    if (e_ != hipSuccess) {                                                             \
+      (state).SkipWithError((std::string(#expr ": ") + hipGetErrorString(e_)).c_str()); \
+    }                                                                                   \
+  } while (0)
+
 enum MapKind { kFlatPage1 = 0, kTablePage1 = 1, kTablePage64 = 2 };
 const char* MapName(int kind) {
   return kind == kFlatPage1    ? "flat, page 1"
@@ -293,12 +303,12 @@ void BM_SparseGather(benchmark::State& state) {
   row.map_mb = h.map_bytes / 1e6;
   Rows().push_back(row);
 
-  hipGraphExecDestroy(exec);
-  hipGraphDestroy(graph);
-  hipEventDestroy(start);
-  hipEventDestroy(stop);
-  hipStreamDestroy(stream);
-  for (void* d : owned) hipFree(d);
+  BENCH_HIP_CLEANUP(state, hipGraphExecDestroy(exec));
+  BENCH_HIP_CLEANUP(state, hipGraphDestroy(graph));
+  BENCH_HIP_CLEANUP(state, hipEventDestroy(start));
+  BENCH_HIP_CLEANUP(state, hipEventDestroy(stop));
+  BENCH_HIP_CLEANUP(state, hipStreamDestroy(stream));
+  for (void* d : owned) BENCH_HIP_CLEANUP(state, hipFree(d));
 }
 
 BENCHMARK(BM_SparseGather)
@@ -345,13 +355,13 @@ void BM_CopyFloor(benchmark::State& state) {
   }
   g_copy_gbps = 2.0 * bytes / (best_ms / kCopies * 1e-3) / 1e9;
   state.counters["GBps"] = g_copy_gbps;
-  hipGraphExecDestroy(exec);
-  hipGraphDestroy(graph);
-  hipEventDestroy(start);
-  hipEventDestroy(stop);
-  hipStreamDestroy(stream);
-  hipFree(a);
-  hipFree(b);
+  BENCH_HIP_CLEANUP(state, hipGraphExecDestroy(exec));
+  BENCH_HIP_CLEANUP(state, hipGraphDestroy(graph));
+  BENCH_HIP_CLEANUP(state, hipEventDestroy(start));
+  BENCH_HIP_CLEANUP(state, hipEventDestroy(stop));
+  BENCH_HIP_CLEANUP(state, hipStreamDestroy(stream));
+  BENCH_HIP_CLEANUP(state, hipFree(a));
+  BENCH_HIP_CLEANUP(state, hipFree(b));
 }
 BENCHMARK(BM_CopyFloor)->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 

@@ -10,6 +10,10 @@ hip_binary(name, ...): a cc_binary built from HIP sources (benchmarks, tools), t
 
 On NVIDIA, sources include kernels/platform/hip_runtime.h, which maps the subset of HIP we
 use onto CUDA (Debian's HIP 5.2 headers do not compile against CUDA 13).
+
+AMD: /usr/bin/hipcc for gfx90a + gfx940; --define=mlaps_amd_archs=new for gfx942 + gfx950;
+--define=mlaps_hipcc=PATH another hipcc with the same flags; --define=mlaps_hip_werror=1 makes
+warnings in device code errors. tools/amd_new_archs.sh uses all three (Debian sid's hipcc).
 """
 
 load("@bazel_tools//tools/cpp:toolchain_utils.bzl", "find_cpp_toolchain")
@@ -61,11 +65,16 @@ def _hip_objects_impl(ctx):
             cc_toolchain.compiler_executable,
         ]
     elif platform == "rocm":
-        compiler = "/usr/bin/hipcc"
+        # --define=mlaps_hipcc=PATH swaps in another hipcc with these same flags (absolute path;
+        # tools/amd_new_archs.sh passes tools/sid_hipcc.sh, Debian sid's hipcc in a chroot).
+        compiler = ctx.var.get("mlaps_hipcc", "/usr/bin/hipcc")
         base = ["-x", "hip", "-std=c++17", "-O3", "-fPIC", "-DMLAPS_GPU_ROCM=1"] + [
             "--offload-arch=" + a
             for a in ctx.attr.amd_archs
         ]
+        if ctx.var.get("mlaps_hip_werror") == "1":
+            # Warnings in device code fail the build (tools/amd_new_archs.sh sets this).
+            base += ["-Xarch_device", "-Wall", "-Xarch_device", "-Werror"]
     else:
         fail("hip_library %s built without --config=cuda or --config=rocm" % ctx.label)
 

@@ -70,7 +70,10 @@ def reference(q, kv_pages, lens, kv_indices_per_req, s_q, causal, page):
         if L == 0:
             continue
         pages = kv_indices_per_req[i]
-        k = kv_pages[pages].reshape(-1, D)[:L].float()  # [L, 576]
+        if kv_pages.element_size() == 1:  # fp8: gather as bytes, then widen
+            k = kv_pages.view(torch.uint8)[pages].view(kv_pages.dtype).reshape(-1, D)[:L].float()
+        else:
+            k = kv_pages[pages].reshape(-1, D)[:L].float()  # [L, 576]
         qi = q[i].float()  # [s_q, h, 576]
         s = torch.einsum("qhd,kd->qhk", qi, k) / math.sqrt(D)
         if causal:
@@ -111,7 +114,7 @@ class Buffers(object):
         return m[0], m[2], m[1], m[3], m[4], m[5]  # AITER's order: info set before indptr
 
 
-def make_case(b, s_q, mean_sk, h, varlen, causal, page, zero_kv, seed):
+def make_case(b, s_q, mean_sk, h, varlen, causal, page, zero_kv, seed, dtype=torch.bfloat16):
     random.seed(seed)
     torch.manual_seed(seed)
     lens = [mean_sk] * b
@@ -144,19 +147,20 @@ def make_case(b, s_q, mean_sk, h, varlen, causal, page, zero_kv, seed):
     last = torch.tensor([L - (n - 1) * page if n else 0 for L, n in zip(lens, npages)],
                         dtype=torch.int32, device="cuda")
     qo_indptr = torch.arange(0, (b + 1) * s_q, s_q, dtype=torch.int32, device="cuda")
+    if dtype != torch.bfloat16:  # fp8 e4m3fn values (NaN stays NaN), descales 1
+        q, kv_pages = q.to(dtype), kv_pages.to(dtype)
     per_req = [block_table[i, :npages[i]].long() for i in range(b)]
     return dict(q=q, kv_pages=kv_pages, lens=lens, kv_indptr=kv_indptr, kv_indices=kv_indices,
                 last=last, qo_indptr=qo_indptr, per_req=per_req, flat=flat)
 
 
 def run_case(b, s_q, mean_sk, h, varlen, causal, page=PAGE, zero_kv=False, seed=0,
-             cpu_parity=False, bufs=None):
-    c = make_case(b, s_q, mean_sk, h, varlen, causal, page, zero_kv, seed)
-    bufs = bufs or Buffers(b, s_q, h)
+             cpu_parity=False, bufs=None, dtype=torch.bfloat16):
+    c = make_case(b, s_q, mean_sk, h, varlen, causal, page, zero_kv, seed, dtype)
+    bufs = bufs or Buffers(b, s_q, h, dtype)
     args = (c["qo_indptr"], c["kv_indptr"], c["last"], h, 1, causal) + bufs.plan_args()
     mlaps.get_mla_metadata_v1(*args, page_size=page, kv_granularity=max(16, page),
-                              max_seqlen_qo=s_q, dtype_q=torch.bfloat16,
-                              dtype_kv=torch.bfloat16, arch="sm90")
+                              max_seqlen_qo=s_q, dtype_q=dtype, dtype_kv=dtype, arch="sm90")
     total_q = b * s_q
     o = torch.empty(total_q, h, DV, dtype=torch.bfloat16, device="cuda")
     lse = torch.empty(total_q, h, dtype=torch.float32, device="cuda")
@@ -182,11 +186,11 @@ def run_case(b, s_q, mean_sk, h, varlen, causal, page=PAGE, zero_kv=False, seed=
         return "check_plan: %d violation(s), first: %s" % (len(v), v[0])
     if cpu_parity:
         cm = [np.zeros(sh, dt) for sh, dt in mlaps.get_mla_metadata_info_v1(
-            b, s_q, h, "bf16", "bf16", False, arch="sm90")]
+            b, s_q, h, str(dtype), str(dtype), False, arch="sm90")]
         mlaps.get_mla_metadata_v1(host[0], host[1], host[2], h, 1, causal, cm[0], cm[2], cm[1],
                                   cm[3], cm[4], cm[5], page_size=page,
                                   kv_granularity=max(16, page), max_seqlen_qo=s_q,
-                                  dtype_q="bf16", dtype_kv="bf16", arch="sm90")
+                                  dtype_q=dtype, dtype_kv=dtype, arch="sm90")
         gm = mlaps.read_metadata(meta_host(m[0]))
         cmh = mlaps.read_metadata(cm[0])
         for k in ("num_works", "num_reduce_tiles", "num_reduce_pieces", "num_partial_rows"):
@@ -262,6 +266,40 @@ def graph_check():
                (None if st_["code"] == 0 else "status %s" % st_))
         msgs.append(msg)
     return [m_ for m_ in msgs if m_]
+
+
+def timing():
+    """Plan + decode time per step from Python (CUDA events over 50 steps), one shape each."""
+    for b, s_q, h, sk in ((64, 1, 128, 4096), (128, 2, 16, 4096)):
+        c = make_case(b, s_q, sk, h, False, True, PAGE, False, 7)
+        bufs = Buffers(b, s_q, h)
+        o = torch.empty(b * s_q, h, DV, dtype=torch.bfloat16, device="cuda")
+        m = bufs.meta
+
+        def step():
+            mlaps.get_mla_metadata_v1(c["qo_indptr"], c["kv_indptr"], c["last"], h, 1, True,
+                                      *bufs.plan_args(), page_size=PAGE, kv_granularity=PAGE,
+                                      max_seqlen_qo=s_q, dtype_q=torch.bfloat16,
+                                      dtype_kv=torch.bfloat16, arch="sm90")
+            mlaps.mla_decode_fwd(c["q"].view(b * s_q, h, D), c["kv_pages"].view(-1, PAGE, 1, D),
+                                 o, c["qo_indptr"], c["kv_indptr"], c["kv_indices"], c["last"],
+                                 s_q, page_size=PAGE, work_meta_data=m[0], work_indptr=m[1],
+                                 work_info_set=m[2], reduce_indptr=m[3], reduce_final_map=m[4],
+                                 reduce_partial_map=m[5], workspace=bufs.ws)
+        for _ in range(5):
+            step()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        start.record()
+        for _ in range(50):
+            step()
+        end.record()
+        torch.cuda.synchronize()
+        host = (time.perf_counter() - t) / 50 * 1e6
+        print("timing b=%d s_q=%d h=%d s_k=%d bf16 page 64: GPU plan + decode %.1f us/step "
+              "(events), %.1f us/step host wall" % (b, s_q, h, sk,
+                                                   start.elapsed_time(end) / 50 * 1e3, host))
 
 
 def error_checks():
@@ -355,6 +393,22 @@ def main():
         g = ["exception %s: %s" % (type(e).__name__, e)]
     print("graph capture + 2 replays (GPU plan + decode in one graph): %s"
           % ("PASS" if not g else "FAIL: " + "; ".join(g)))
+    fp8 = []
+    for i, (b, s_q, sk, h) in enumerate(((2, 1, 140, 16), (6, 2, 4096, 64), (64, 1, 4096, 128),
+                                         (64, 2, 140, 16))):
+        try:
+            msg = run_case(b, s_q, sk, h, True, True, seed=1000 + i, cpu_parity=True,
+                           dtype=torch.float8_e4m3fn)
+        except Exception as ex:  # noqa: BLE001
+            msg = "exception %s: %s" % (type(ex).__name__, ex)
+        if msg:
+            fp8.append("b%d q%d k%d h%d: %s" % (b, s_q, sk, h, msg))
+    print("fp8 e4m3fn (informational, bf16 tolerances vs fp32 over the fp8 values): %d/4 pass%s"
+          % (4 - len(fp8), "; " + "; ".join(fp8) if fp8 else ""))
+    try:
+        timing()
+    except Exception as ex:  # noqa: BLE001
+        print("timing: exception %s: %s" % (type(ex).__name__, ex))
     e = error_checks()
     print("error checks: %s" % ("PASS" if not e else "FAIL: " + "; ".join(e)))
     ok = failed == 0 and not g and not e

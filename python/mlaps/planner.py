@@ -102,13 +102,22 @@ def get_mla_metadata_info_v1(batch_size, max_seqlen_qo, num_head_qo, q_dtype, kv
         max_batch, max_qlen = batch_size, max_seqlen_qo
     c = _capacity(_util.arch_code(arch), qd, kd, num_head_qo, max_batch, max_qlen, ncu,
                   is_cp_round_robin, lse)
+    # The grid (num_cu = work_indptr entries - 1, which get_mla_metadata_v1 and mla_decode_fwd
+    # both use): the planner's default for the variant at max_seqlen_qo, i.e. the arch's CUs x
+    # the blocks a CU runs for those tiles. (The capacity is the largest over qlen <= max; a
+    # batch of shorter requests is then planned on this grid too.)
+    work_indptr = int(c.work_indptr)
+    if ncu == 0:
+        v = resolve_variant(num_head_qo, max_qlen, q_dtype, kv_dtype, arch=arch,
+                            cp_round_robin=is_cp_round_robin, lse=lse)
+        work_indptr = min(work_indptr, v["default_num_cu"] + 1)
     torch = _util.torch_like(q_dtype, kv_dtype)
     i32 = torch.int32 if torch is not None else np.dtype(np.int32)
     u64 = torch.uint64 if torch is not None else np.dtype(np.uint64)
     meta_words = META_HEADER_U64 + (int(c.qo_indptr) + 1) // 2
     return (
         ((meta_words,), u64),
-        ((int(c.work_indptr),), i32),
+        ((work_indptr,), i32),
         ((int(c.work_info), 8), i32),
         ((int(c.reduce_indptr),), i32),
         ((int(c.reduce_final_map) // 2, 2), i32),

@@ -30,11 +30,16 @@ def test_info_shapes_and_dtypes():
     assert all(isinstance(s, tuple) for s in names)
     assert info[2][0][1] == 8 and info[4][0][1] == 2
     assert info[0][1] == np.uint64 and all(d == np.int32 for _, d in info[1:])
-    # mlaps' capacity: reduce_partial_map bounded by 2 x num_cu, not tiles x splits.
-    num_cu = info[1][0][0] - 1
-    assert info[5][0][0] <= 2 * num_cu
-    big = mlaps.get_mla_metadata_info_v1(512, 4, 128, "bf16", "bf16", False, arch="sm90")
-    assert big[5][0][0] <= 2 * (big[1][0][0] - 1)
+    # The grid is the planner's default for the variant at max_seqlen_qo (sm90: 132 SMs x 1
+    # block for 32-row tiles).
+    assert info[1][0] == (133,)
+    # mlaps' capacity: reduce_partial_map bounded by 2 x num_cu, not tiles x splits, so a
+    # batch of 512 does not size gigabytes of partials.
+    for b, q, h in ((128, 2, 16), (512, 4, 128), (512, 1, 16)):
+        fixed = mlaps.get_mla_metadata_info_v1(b, q, h, "bf16", "bf16", False, num_cu=132)
+        assert fixed[1][0] == (133,)
+        assert fixed[5][0][0] <= 2 * 132
+        assert fixed[3][0][0] <= 132 + 1
 
 
 def test_info_sparse_sizes_per_token():

@@ -54,7 +54,7 @@ DENSE_CASES = [(arch, dt, h, q, b, ctx)
                for arch in ("gfx950", "sm90") for dt in ("fp8", "bf16")
                for h, q in ((16, 3), (16, 4), (16, 6), (32, 2), (32, 3), (32, 4), (64, 1),
                             (64, 2), (64, 3), (128, 1), (128, 2))
-               for b in (32,) for ctx in (1024, 5000, 8192, 16384)]
+               for b in (32, 64, 128) for ctx in (1024, 5000, 8192, 16384)]
 
 
 @pytest.fixture(scope="module")
@@ -176,3 +176,55 @@ def test_torch_style_dtypes_accepted():
 def test_resolve_variant():
     v = mlaps.resolve_variant(128, 2, "fp8", "fp8", arch="sm90")
     assert v["head_fold"] >= 1 and v["rows_per_tile"] in (64, 128) and v["name"]
+
+
+def cp_cases(step=7):
+    lines = golden_lines("cp")
+    names = sorted(lines)[::step]
+    return [(n, lines[n]) for n in names]
+
+
+@pytest.mark.parametrize("case", cp_cases(), ids=lambda c: c[0])
+def test_cp_golden_parity(case):
+    """CP round-robin shards (golden/cp.txt, every 7th): rank r of W holds global positions
+    p % W == r of a uniform page-1 batch, planned with is_cp_round_robin=True."""
+    name, want = case
+    m = re.match(r"(\w+)/fp8/h(\d+)q(\d+)/b(\d+)/ctx(\d+)/w(\d+)r(\d+)$", name)
+    arch, h, q, b, ctx, w, r = m.group(1), *map(int, m.groups()[1:])
+    local = (ctx - r + w - 1) // w if ctx > r else 0
+    qo, kv, last = varlen_batch([local] * b, q, 1)
+    if want[0] == "error":
+        with pytest.raises(ValueError):
+            plan(qo, kv, last, h, "fp8", 1, arch=arch, is_cp_round_robin=True)
+        return
+    fields = dict(x.split("=") for x in want[1:-1])
+    bufs = plan(qo, kv, last, h, "fp8", 1, arch=arch, num_cu=int(fields["cus"]),
+                is_cp_round_robin=True)
+    p = used_plan(bufs)
+    assert p["meta"]["num_works"] == int(fields["works"])
+    assert "%016x" % fnv_digest(p) == want[-1]
+    assert mlaps.check_plan(*batch_args(qo, kv, last, h, bufs), page_size=1,
+                            is_cp_round_robin=True) == []
+
+
+def test_sparse_per_token_plan_check_simulate():
+    """topk > 0: mlaps' sparse per-token layout (one q token per row, page 1, kv already
+    trimmed to topk, no causal mask)."""
+    kept = [2048, 17, 0, 2048, 900, 3]  # a padded row keeps 0
+    qo = np.arange(len(kept) + 1, dtype=np.int32)
+    kv = np.concatenate([[0], np.cumsum(kept)]).astype(np.int32)
+    last = np.array([1 if k else 0 for k in kept], np.int32)
+    info = mlaps.get_mla_metadata_info_v1(3, 2, 64, "fp8", "fp8", True, arch="sm90")
+    bufs = alloc(info)
+    args = batch_args(qo, kv, last, 64, bufs, causal=False)
+    mlaps.get_mla_metadata_v1(*args, page_size=1, topk=2048, dtype_q="fp8", dtype_kv="fp8",
+                              arch="sm90")
+    assert mlaps.check_plan(*args, page_size=1, topk=2048) == []
+    r = mlaps.simulate(*args, page_size=1, topk=2048, dtype_q="fp8", dtype_kv="fp8")
+    assert r.passed, r.summary
+    too_long = kv.copy()
+    too_long[1:] += 1  # row 0 keeps 2049 > topk
+    with pytest.raises(ValueError, match="2049"):
+        mlaps.get_mla_metadata_v1(qo, too_long, last, 64, 1, False, *bufs[:1], bufs[2], bufs[1],
+                                  bufs[3], bufs[4], bufs[5], page_size=1, topk=2048,
+                                  dtype_q="fp8", dtype_kv="fp8")

@@ -329,6 +329,9 @@ def gpu_plan(arrays, num_heads_per_head_k, num_heads_k, is_causal, page_size, kv
         raise ValueError("num_heads_k=%d: MLA has one kv head (num_heads_k must be 1)"
                          % num_heads_k)
     max_qlen = _util.int_arg("max_seqlen_qo", max_seqlen_qo)
+    topk = _util.int_arg("topk", topk, -1)
+    if topk > 0:
+        max_qlen = 1  # sparse per-token layout: one q token per row
     if max_qlen < 1:
         raise ValueError("max_seqlen_qo=%d: device arrays plan on the GPU, which needs the "
                          "batch's largest qlen from the host (reading it would synchronize)"
@@ -337,7 +340,6 @@ def gpu_plan(arrays, num_heads_per_head_k, num_heads_k, is_causal, page_size, kv
         raise ValueError("policy=%r: the GPU planner runs greedy_payload only (plan on the "
                          "host with numpy arrays for %s)" % (policy, policy))
     page_size = _util.int_arg("page_size", page_size, 1)
-    topk = _util.int_arg("topk", topk, -1)
     d = {k: _Dev(k, v) for k, v in arrays.items()}
     qo = d["seqlens_qo_indptr"].need("int32", 1)
     kv = d["seqlens_kv_indptr"].need("int32", 1)
@@ -458,8 +460,9 @@ def mla_decode_fwd(q, kv_buffer, o, qo_indptr, kv_indptr, kv_indices, kv_last_pa
     rpm = _Dev("reduce_partial_map", reduce_partial_map).need("int32", 1)
     ws = _Dev("workspace", workspace).need("uint8", 1)
     dtype = _util.FP8 if qd_.dtype == "float8_e4m3fn" else _util.BF16
-    v = _variant(heads, _util.int_arg("max_seqlen_q", max_seqlen_q, 1), dtype, dtype,
-                 _util.arch_code(arch), cp is not None, bool(plan_lse))
+    qlen = 1 if is_sparse else _util.int_arg("max_seqlen_q", max_seqlen_q, 1)
+    v = _variant(heads, qlen, dtype, dtype, _util.arch_code(arch), cp is not None,
+                 bool(plan_lse))
     hg = heads // v["head_fold"]
     lse_off, part_off, plse_off, rows = _workspace_layout(ws.shape[0], total_q, heads, hg)
     if rows < 1:

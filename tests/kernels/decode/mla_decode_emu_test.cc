@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -232,10 +233,14 @@ TEST(MlaDecodeEmuTest, ManySplitsTakeTheManyPiecesReduce) {
   CheckCase(c, plan, "bf16 H16 q1 cu6 (many pieces)");
 }
 
-TEST(MlaDecodeEmuTest, LongItemsWrapTheCopyRing) {
-  // One CU: items of 10+ kv blocks, so the cp.async ring (3 / 5 slots) wraps several times.
+// One CU: items of 10+ kv blocks, so the cp.async ring (3 / 5 slots) wraps several times.
+// One test per dtype (the slowest cases here), so that test shards stay short.
+TEST(MlaDecodeEmuTest, LongItemsWrapTheCopyRingBf16) {
   const Batch bf16 = MakeUniformBatch(Arch::kSm90, DType::kBf16, 64, 1, 1, 330, 64);
   CheckCase(sim::MakeDecodeCase(bf16, 9), Plan(bf16, 1), "bf16 H64 q1 ctx330 cu1");
+}
+
+TEST(MlaDecodeEmuTest, LongItemsWrapTheCopyRingFp8) {
   const Batch fp8 = MakeUniformBatch(Arch::kSm90, DType::kFp8, 16, 1, 4, 400, 16);
   CheckCase(sim::MakeDecodeCase(fp8, 10, 0.5, 2.0), Plan(fp8, 1), "fp8 H16 q4 ctx400 cu1");
 }
@@ -273,22 +278,24 @@ TEST(MlaDecodeEmuTest, RegistryBlocksPerCuMatchesTheKernel) {
 }
 #endif
 
-TEST(MlaDecodeEmuTest, CompactLayoutForSixteenRowTiles) {
-  // H = 16, qlen 1: 16-row tiles run the compact layout (two-block ring, 16-row Q) with 8
-  // warps; long items wrap its ring many times, varlen lengths end blocks mid-page.
-  for (DType dtype : {DType::kBf16, DType::kFp8}) {
-    const Batch batch = MakeVarlenBatch(Arch::kSm90, dtype, 16, {333, 47, 1000}, 1, 16);
-    const sim::DecodeCase c = dtype == DType::kFp8 ? sim::MakeDecodeCase(batch, 12, 0.5, 2.0)
-                                                   : sim::MakeDecodeCase(batch, 12);
-    MlaDecodeParams probe;
-    probe.num_heads = 16;
-    probe.head_fold = 1;
-    probe.tokens_per_tile = 1;
-    ASSERT_TRUE(mla::CompactLayoutFits(probe));
-    CheckCase(c, Plan(batch, 3),
-              dtype == DType::kFp8 ? "fp8 H16 q1 compact" : "bf16 H16 q1 compact");
-  }
+// H = 16, qlen 1: 16-row tiles run the compact layout (two-block ring, 16-row Q) with 8
+// warps; long items wrap its ring many times, varlen lengths end blocks mid-page. One test
+// per dtype, so that test shards stay short.
+void CheckCompactLayout(DType dtype) {
+  const Batch batch = MakeVarlenBatch(Arch::kSm90, dtype, 16, {333, 47, 1000}, 1, 16);
+  const sim::DecodeCase c = dtype == DType::kFp8 ? sim::MakeDecodeCase(batch, 12, 0.5, 2.0)
+                                                 : sim::MakeDecodeCase(batch, 12);
+  MlaDecodeParams probe;
+  probe.num_heads = 16;
+  probe.head_fold = 1;
+  probe.tokens_per_tile = 1;
+  ASSERT_TRUE(mla::CompactLayoutFits(probe));
+  CheckCase(c, Plan(batch, 3), dtype == DType::kFp8 ? "fp8 H16 q1 compact" : "bf16 H16 q1 compact");
 }
+
+TEST(MlaDecodeEmuTest, CompactLayoutForSixteenRowTilesBf16) { CheckCompactLayout(DType::kBf16); }
+
+TEST(MlaDecodeEmuTest, CompactLayoutForSixteenRowTilesFp8) { CheckCompactLayout(DType::kFp8); }
 
 // CP round-robin: every rank of W in {2, 3}, I in {1, 16 (page 64)} runs its shard
 // (MakeCpShardView: the global cache viewed as sub-pages of I tokens) on the emulated
@@ -426,25 +433,29 @@ void CheckCpRanks(const CpCase& k, int world, int interleave, int warps, uint64_
   std::printf("cp %s vs unsharded reference: %s\n", name.c_str(), merged->Summary().c_str());
 }
 
-TEST(MlaDecodeEmuTest, CpRoundRobinEveryRank) {
+// One test per (case, W, I), so that test shards stay short: CpRoundRobinEveryRank/N with
+// N = case * 4 + (W == 3) * 2 + (I == 16), seed 101 + N.
+class CpRoundRobinEveryRank : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
+
+TEST_P(CpRoundRobinEveryRank, MergesToTheUnshardedReference) {
   const CpCase cases[] = {
       {DType::kBf16, 16, 2, {2, 75, 40}, 1.0, 1.0},
       {DType::kFp8, 16, 2, {2, 75, 40}, 0.7, 1.3},
       {DType::kBf16, 64, 1, {1, 70, 33}, 1.0, 1.0},
       {DType::kFp8, 64, 1, {1, 70, 33}, 0.8, 1.1},
   };
-  uint64_t seed = 100;
-  for (const CpCase& k : cases) {
-    for (int world : {2, 3}) {
-      for (int interleave : {1, 16}) {
-        CheckCpRanks(k, world, interleave, 8, ++seed);
+  const auto [case_index, world, interleave] = GetParam();
+  const CpCase& k = cases[case_index];
+  const uint64_t seed = 101 + case_index * 4 + (world == 3) * 2 + (interleave == 16);
+  CheckCpRanks(k, world, interleave, 8, seed);
 #if MLAPS_MLA_MMA  // the generic path does not depend on the block shape
-        if (k.dtype == DType::kBf16 && world == 3) CheckCpRanks(k, world, interleave, 16, seed);
+  if (k.dtype == DType::kBf16 && world == 3) CheckCpRanks(k, world, interleave, 16, seed);
 #endif
-      }
-    }
-  }
 }
+
+INSTANTIATE_TEST_SUITE_P(MlaDecodeEmuTest, CpRoundRobinEveryRank,
+                         ::testing::Combine(::testing::Range(0, 4), ::testing::Values(2, 3),
+                                            ::testing::Values(1, 16)));
 
 // Bad plans are reported through the status word and never read or write out of bounds
 // (the emulation would crash or the poison would show).

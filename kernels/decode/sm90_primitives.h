@@ -1,0 +1,204 @@
+// Hopper (sm_90a) primitives of the sm90 decode kernel (mla_decode_sm90.h), each a thin
+// wrapper over one PTX instruction so that the tile code reads like the math: shared-memory
+// matrix descriptors, warpgroup MMAs (wgmma), mbarriers, cp.async completion on an
+// mbarrier, proxy fences and named barriers. NVIDIA device pass; under MLAPS_HOST_EMULATION
+// the same functions run on the CPU emulation of tests/kernels/emu instead.
+#ifndef MLAPS_KERNELS_DECODE_SM90_PRIMITIVES_H_
+#define MLAPS_KERNELS_DECODE_SM90_PRIMITIVES_H_
+
+#include <cstdint>
+
+#include "kernels/decode/mla_decode_device.h"
+
+#if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
+
+namespace mlaps {
+namespace mla {
+
+// Matrix descriptor swizzle modes (bits 62-63).
+enum DescSwizzle : uint32_t { kSwizzleNone = 0, kSwizzle128B = 1 };
+
+// Matrix descriptor of a wgmma operand at shared address `addr`: lbo / sbo are the "leading"
+// and "stride" byte offsets of the layout (see each caller), all in 16-byte units. The
+// device pass and the emulation share this encoding (the emulation checks the arguments).
+__device__ __forceinline__ uint64_t MatrixDesc(uint32_t addr, uint32_t lbo, uint32_t sbo,
+                                               DescSwizzle swizzle) {
+#if defined(MLAPS_HOST_EMULATION)
+  mlaps_emu::CheckMatrixDesc(addr, lbo, sbo, swizzle);
+#endif
+  return static_cast<uint64_t>((addr & 0x3ffffu) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
+         (static_cast<uint64_t>(sbo >> 4) << 32) | (static_cast<uint64_t>(swizzle) << 62);
+}
+
+}  // namespace mla
+}  // namespace mlaps
+
+#endif  // __CUDA_ARCH__ || MLAPS_HOST_EMULATION
+
+#if defined(MLAPS_HOST_EMULATION)
+
+// The CPU emulation (tests/kernels/emu/hip_host_emulation.h, included first): the same
+// functions on the emulated wgmma, mbarriers, named barriers and cp.async completion.
+namespace mlaps {
+namespace mla {
+
+// A shared address: the byte offset from the block's dynamic shared memory.
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) { return mlaps_emu::SmemAddr(p); }
+__device__ __forceinline__ int WarpUniform(int x) {
+  int all[32];
+  mlaps_emu::WarpAllGather(x, all);
+  return all[0];
+}
+__device__ __forceinline__ void MbarInit(uint32_t bar, int count) {
+  mlaps_emu::MbarInit(bar, count);
+}
+__device__ __forceinline__ void MbarArrive(uint32_t bar) { mlaps_emu::MbarArrive(bar); }
+__device__ __forceinline__ void MbarWait(uint32_t bar, uint32_t parity) {
+  mlaps_emu::MbarWait(bar, parity);
+}
+__device__ __forceinline__ void CpAsyncArrive(uint32_t bar) { mlaps_emu::CpAsyncArrive(bar); }
+__device__ __forceinline__ void FenceProxyAsync() {}
+__device__ __forceinline__ void NamedBarrierSync(int id, int threads) {
+  mlaps_emu::NamedBarrierSync(id, threads);
+}
+__device__ __forceinline__ void WgmmaFence() { mlaps_emu::WgmmaFence(); }
+__device__ __forceinline__ void WgmmaCommit() { mlaps_emu::WgmmaCommit(); }
+template <int kPending>
+__device__ __forceinline__ void WgmmaWait() {
+  mlaps_emu::WgmmaWait(kPending);
+}
+// The accumulators are plain memory that the emulated wait writes: nothing to pin.
+template <int kN>
+__device__ __forceinline__ void PinAccumulators(float (&)[kN]) {}
+__device__ __forceinline__ void WgmmaM64N32K16(float (&d)[16], uint64_t desc_a, uint64_t desc_b,
+                                               int accumulate) {
+  mlaps_emu::Wgmma(d, 32, desc_a, desc_b, /*trans_b=*/false, accumulate != 0);
+}
+__device__ __forceinline__ void WgmmaM64N256K16TransB(float (&d)[128], uint64_t desc_a,
+                                                      uint64_t desc_b, int accumulate) {
+  mlaps_emu::Wgmma(d, 256, desc_a, desc_b, /*trans_b=*/true, accumulate != 0);
+}
+
+}  // namespace mla
+}  // namespace mlaps
+
+#endif  // MLAPS_HOST_EMULATION
+
+#if defined(__CUDA_ARCH__) && !defined(MLAPS_HOST_EMULATION)
+
+namespace mlaps {
+namespace mla {
+
+// x as a value the compiler knows to be the same in every lane (lane 0's): a warpgroup's
+// role branch on it is not divergent, so ptxas keeps the wgmma pipeline inside it
+// (otherwise it serializes every wgmma: C7520).
+__device__ __forceinline__ int WarpUniform(int x) { return __shfl_sync(0xffffffffu, x, 0); }
+
+__device__ __forceinline__ void MbarInit(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// One arrival (release semantics: this thread's earlier shared-memory writes are visible
+// to a thread whose wait sees the phase complete).
+__device__ __forceinline__ void MbarArrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Blocks until the barrier's phase with parity `parity` has completed.
+__device__ __forceinline__ void MbarWait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nwait_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait_%=;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+
+// Arrives on `bar` once all of this thread's earlier cp.async copies have landed (the
+// barrier's count includes this arrival: .noinc).
+__device__ __forceinline__ void CpAsyncArrive(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+// Orders this thread's generic-proxy shared memory accesses before later async-proxy ones
+// (wgmma operand reads).
+__device__ __forceinline__ void FenceProxyAsync() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+// Named barrier `id` (1..15; __syncthreads is 0) over `threads` threads (whole warps).
+__device__ __forceinline__ void NamedBarrierSync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void WgmmaFence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void WgmmaCommit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int kPending>
+__device__ __forceinline__ void WgmmaWait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+// Keeps the compiler from moving reads or writes of an accumulator across a wgmma wait or
+// issue: the registers are rewritten by the asynchronous MMA behind its back.
+template <int kN>
+__device__ __forceinline__ void PinAccumulators(float (&d)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// d (m64n32, fp32) = A B (accumulate 0) or d + A B with A = 64 x 16 and B = 16 x 32 bf16
+// from shared memory, both K-major.
+__device__ __forceinline__ void WgmmaM64N32K16(float (&d)[16], uint64_t desc_a, uint64_t desc_b,
+                                               int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+      "}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+__device__ __forceinline__ void WgmmaM64N256K16TransB(float (&d)[128], uint64_t desc_a,
+                                                      uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, "
+      "%127"
+      "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+        "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+        "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+        "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+        "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]),
+        "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]),
+        "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
+        "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),
+        "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+}  // namespace mla
+}  // namespace mlaps
+
+#endif  // __CUDA_ARCH__ && !MLAPS_HOST_EMULATION
+
+#endif  // MLAPS_KERNELS_DECODE_SM90_PRIMITIVES_H_

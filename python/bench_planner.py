@@ -1,5 +1,6 @@
 """Time per get_mla_metadata_v1 call from Python (numpy buffers), on the C++ planner bench's
-shapes (metadata/planner_bench.cc: sm90, bf16, page 64, varlen kv 1k..16k).
+batches (metadata/planner_bench.cc: sm90, bf16, page 64, the same varlen kv 1k..16k lengths,
+default options), wall and CPU time, next to the bare C ABI call on the same buffers.
     python3 python/bench_planner.py [batch ...]"""
 import sys
 import time
@@ -12,9 +13,23 @@ import mlaps
 from mlaps import _native, planner
 
 
+def std_uniform_int(seed, lo, hi, n):
+    """std::uniform_int_distribution<int>(lo, hi) over std::mt19937(seed), as libstdc++ draws
+    it (numpy's RandomState seeds MT19937 like std::mt19937 for an int seed): the C++ bench's
+    exact kv lengths."""
+    rs = np.random.RandomState(seed)
+    scaling = (2**32 - 1) // (hi - lo + 1)
+    past = (hi - lo + 1) * scaling
+    out = []
+    while len(out) < n:
+        r = int(rs.randint(0, 2**32, dtype=np.uint64))
+        if r < past:
+            out.append(lo + r // scaling)
+    return np.array(out, np.int64)
+
+
 def bench(batch, qlen, heads, reps=2000):
-    rng = np.random.default_rng(batch * 31 + qlen)
-    lens = rng.integers(1024, 16385, batch)
+    lens = std_uniform_int(batch * 31 + qlen, 1024, 16384, batch)
     pages = (lens + 63) // 64
     kv = np.concatenate([[0], np.cumsum(pages)]).astype(np.int32)
     last = (lens - (pages - 1) * 64).astype(np.int32)

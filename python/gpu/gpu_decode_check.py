@@ -302,6 +302,66 @@ def timing():
                                                    start.elapsed_time(end) / 50 * 1e3, host))
 
 
+def merge_and_gather_checks():
+    """The CP merge and the sparse gather wrappers against small torch references."""
+    failures = []
+    w, rows = 3, 1000
+    o_r = torch.randn(w, rows, DV, device="cuda")
+    lse_r = torch.randn(w, rows, device="cuda") * 3
+    lse_r[1, :10] = -math.inf
+    lse_r[:, 10] = -math.inf  # a row no rank sees: O = 0, LSE = -inf
+    o_out = torch.empty(rows, DV, dtype=torch.float32, device="cuda")
+    lse_out = torch.empty(rows, device="cuda")
+    mlaps.cp_lse_merge(o_r, lse_r, o_out, lse_out)
+    torch.cuda.synchronize()
+    g = torch.logsumexp(lse_r, dim=0)
+    wgt = torch.exp(lse_r - g).nan_to_num(0.0)
+    ref = (wgt[..., None] * o_r).sum(0)
+    ref[torch.isneginf(g)] = 0
+    msg = (check_close("cp merge out", o_out, ref, 1e-5, 1e-4) or
+           check_close("cp merge lse", lse_out, g, 1e-5, 1e-5))
+    if msg:
+        failures.append(msg)
+    # Sparse gather, flat map: token t of request s keeps distinct positions < L_t that map.
+    torch.manual_seed(5)
+    b, t, topk = 3, 8, 64
+    seq_len = [300, 50, 0]
+    kv_indptr = torch.tensor([0, 300, 350, 350], dtype=torch.int32, device="cuda")
+    kv_indices = torch.randperm(1000, device="cuda")[:350].to(torch.int32)
+    token_to_seq = torch.tensor([0, 0, 1, 1, 2, -1, 0, 1], dtype=torch.int32, device="cuda")
+    token_bound = torch.tensor([300, 120, 50, 7, 0, 0, 299, 49], dtype=torch.int32,
+                               device="cuda")
+    topk_idx = torch.randint(-2, 330, (t, topk), dtype=torch.int32, device="cuda")
+    topk_idx[0, 5] = topk_idx[0, 4]  # a duplicate
+    indptr = torch.arange(0, (t + 1) * topk, topk, dtype=torch.int32, device="cuda")
+    packed = torch.full((t * topk,), 7, dtype=torch.int32, device="cuda")
+    counts = torch.empty(t, dtype=torch.int32, device="cuda")
+    dense = torch.empty(t, topk, dtype=torch.int32, device="cuda")
+    status = torch.empty(t, 5, dtype=torch.int32, device="cuda")
+    mlaps.sparse_gather(topk_idx, token_to_seq, token_bound, indptr, packed, counts, dense,
+                        status, kv_indptr=kv_indptr, kv_indices=kv_indices)
+    torch.cuda.synchronize()
+    ti, ts, tb = topk_idx.cpu().tolist(), token_to_seq.cpu().tolist(), token_bound.cpu().tolist()
+    kvi, kvp = kv_indices.cpu().tolist(), kv_indptr.cpu().tolist()
+    for row in range(t):
+        keep, seen = [], set()
+        if ts[row] >= 0:
+            s_ = ts[row]
+            for v in ti[row]:
+                if v < 0 or v >= tb[row] or v in seen:
+                    continue
+                seen.add(v)
+                if v < kvp[s_ + 1] - kvp[s_]:
+                    keep.append(kvi[kvp[s_] + v])
+        want = keep + [-1] * (topk - len(keep))
+        if int(counts[row]) != len(keep) or dense[row].cpu().tolist() != want or \
+                packed[row * topk:(row + 1) * topk].cpu().tolist() != want:
+            failures.append("sparse gather row %d: counts %d vs %d" % (row, int(counts[row]),
+                                                                      len(keep)))
+            break
+    return failures
+
+
 def error_checks():
     """Wrong inputs fail loudly before anything is enqueued."""
     failures = []
@@ -409,12 +469,19 @@ def main():
         timing()
     except Exception as ex:  # noqa: BLE001
         print("timing: exception %s: %s" % (type(ex).__name__, ex))
+    try:
+        mg = merge_and_gather_checks()
+    except Exception as ex:  # noqa: BLE001
+        traceback.print_exc()
+        mg = ["exception %s: %s" % (type(ex).__name__, ex)]
+    print("cp_lse_merge + sparse_gather: %s" % ("PASS" if not mg else "FAIL: " + "; ".join(mg)))
     e = error_checks()
     print("error checks: %s" % ("PASS" if not e else "FAIL: " + "; ".join(e)))
-    ok = failed == 0 and not g and not e
+    ok = failed == 0 and not g and not e and not mg
     print("gpu_decode_check: %d passed, %d failed (FlashMLA matrix + zero-kv + page 1/16; "
-          "graph %s; errors %s) %s" % (passed, failed, "PASS" if not g else "FAIL",
-                                       "PASS" if not e else "FAIL", "OK" if ok else "FAILED"))
+          "graph %s; merge/gather %s; errors %s; fp8 info %d/4) %s"
+          % (passed, failed, "PASS" if not g else "FAIL", "PASS" if not mg else "FAIL",
+             "PASS" if not e else "FAIL", 4 - len(fp8), "OK" if ok else "FAILED"))
     sys.exit(0 if ok else 1)
 
 

@@ -18,13 +18,15 @@ def std_uniform_int(seed, lo, hi, n):
     it (numpy's RandomState seeds MT19937 like std::mt19937 for an int seed): the C++ bench's
     exact kv lengths."""
     rs = np.random.RandomState(seed)
-    scaling = (2**32 - 1) // (hi - lo + 1)
-    past = (hi - lo + 1) * scaling
+    urange = hi - lo + 1  # libstdc++ (GCC >= 11): Lemire's nearly divisionless method
     out = []
     while len(out) < n:
-        r = int(rs.randint(0, 2**32, dtype=np.uint64))
-        if r < past:
-            out.append(lo + r // scaling)
+        product = int(rs.randint(0, 2**32, dtype=np.uint64)) * urange
+        if (product & 0xFFFFFFFF) < urange:
+            threshold = (2**32 - urange) % urange
+            while (product & 0xFFFFFFFF) < threshold:
+                product = int(rs.randint(0, 2**32, dtype=np.uint64)) * urange
+        out.append(lo + (product >> 32))
     return np.array(out, np.int64)
 
 

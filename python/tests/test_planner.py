@@ -84,6 +84,75 @@ def test_dense_golden_parity(case, dense_golden):
     assert "%016x" % fnv_digest(p) == want[-1]
 
 
+def std_uniform_int(seed, lo, hi, n):
+    """std::uniform_int_distribution<int>(lo, hi) over std::mt19937(seed) as libstdc++ draws
+    it (numpy's RandomState seeds MT19937 as std::mt19937 does for an int seed)."""
+    rs = np.random.RandomState(seed)
+    urange = hi - lo + 1  # libstdc++ (GCC >= 11): Lemire's nearly divisionless method
+    out = []
+    while len(out) < n:
+        product = int(rs.randint(0, 2**32, dtype=np.uint64)) * urange
+        if (product & 0xFFFFFFFF) < urange:
+            threshold = (2**32 - urange) % urange
+            while (product & 0xFFFFFFFF) < threshold:
+                product = int(rs.randint(0, 2**32, dtype=np.uint64)) * urange
+        out.append(lo + (product >> 32))
+    return out
+
+
+VARLEN_CASES = [(arch, dt, h, q, b)
+                for arch in ("gfx950", "sm90") for dt in ("fp8", "bf16")
+                for h, q in ((16, 3), (16, 4), (16, 6), (32, 2), (32, 3), (32, 4), (64, 1),
+                             (64, 2), (64, 3), (128, 1), (128, 2))
+                for b in (32, 64, 128)]
+
+
+@pytest.mark.parametrize("case", VARLEN_CASES, ids=lambda c: "%s/%s/h%dq%d/b%d" % c)
+def test_varlen_golden_parity(case, dense_golden):
+    """The varlen dense goldens: golden_cases.cc's VarlenLengths(batch, 8192, qlen, seed)."""
+    arch, dt, h, q, b = case
+    seed = h * 1000 + q * 10 + b
+    name = "%s/%s/h%dq%d/b%d/varlen%d" % (arch, dt, h, q, b, seed)
+    want = dense_golden[name]
+    lens = std_uniform_int(seed, max(q, 8192 // 8), 8192 * 2, b)
+    qo, kv, last = varlen_batch(lens, q, 64)
+    fields = dict(x.split("=") for x in want[1:-1])
+    bufs = plan(qo, kv, last, h, dt, 64, arch=arch, num_cu=int(fields["cus"]))
+    p = used_plan(bufs)
+    assert p["meta"]["num_works"] == int(fields["works"])
+    assert "%016x" % fnv_digest(p) == want[-1]
+
+
+SPARSE_CASES = [(arch, h, q, b) for arch in ("gfx950", "sm90") for h in (16, 64, 128)
+                for q in (2, 4) for b in (32, 128)]
+
+
+@pytest.mark.parametrize("case", SPARSE_CASES, ids=lambda c: "%s/h%dq%d/b%d" % c)
+def test_sparse_golden_parity(case):
+    """golden/sparse.txt: MakeSparseLayout of VarlenLengths(batch, 5000, qlen, seed), 4
+    padded requests, topk 2048: per-token rows keeping min(max(L - q + j + 1, 0), topk)."""
+    arch, h, q, b = case
+    seed = h * 100 + q * 10 + b
+    want = golden_lines("sparse")["%s/fp8/h%dq%d/b%d+4pad/topk2048/seed%d" % (arch, h, q, b,
+                                                                             seed)]
+    lens = std_uniform_int(seed, max(q, 5000 // 8), 5000 * 2, b)
+    kept = [min(max(L - q + j + 1, 0), 2048) for L in lens for j in range(q)] + [0] * (4 * q)
+    qo = np.arange(len(kept) + 1, dtype=np.int32)
+    kv = np.concatenate([[0], np.cumsum(kept)]).astype(np.int32)
+    last = np.ones(len(kept), np.int32)
+    fields = dict(x.split("=") for x in want[1:-1])
+    info = mlaps.get_mla_metadata_info_v1(b + 4, q, h, "fp8", "fp8", True, arch=arch)
+    bufs = alloc(info)
+    bufs[1] = np.zeros(int(fields["cus"]) + 1, np.int32)
+    args = batch_args(qo, kv, last, h, bufs, causal=False)
+    mlaps.get_mla_metadata_v1(*args, page_size=1, kv_granularity=0, topk=2048, dtype_q="fp8",
+                              dtype_kv="fp8", arch=arch)
+    p = used_plan(bufs)
+    assert p["meta"]["num_works"] == int(fields["works"])
+    assert "%016x" % fnv_digest(p) == want[-1]
+    assert mlaps.check_plan(*args, page_size=1, topk=2048) == []
+
+
 def parse_readable(name):
     path = os.path.join(repo_root(), "golden", "readable", name + ".textproto")
     scalars, works, cur = {}, [], None

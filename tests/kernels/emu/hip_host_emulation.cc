@@ -2,8 +2,12 @@
 
 #include <ucontext.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -13,11 +17,29 @@ namespace {
 constexpr int kLanes = 32;
 constexpr size_t kSlotBytes = 64;
 constexpr size_t kStackBytes = 256 * 1024;
+constexpr int kWgThreads = 128;                       // a warpgroup
+constexpr int kNamedBarriers = 16;                    // bar.sync ids (0 is __syncthreads')
+constexpr uint32_t kPoisonF32 = ~0u;                  // in-flight accumulators read as this NaN
+constexpr uint16_t kPoisonBf16 = 0xffff;              // poisoned shared memory as a bf16 operand
+constexpr uint64_t kMbarTag = 0x6d6261725f656d75ull;  // "mbar_emu": an mbarrier's 8 bytes
 
 struct Copy {
   uint8_t* dst;
   const uint8_t* src;
   bool valid;
+};
+
+// What a thread waits for (the deadlock report).
+enum class WaitKind { kNone, kBlock, kWarp, kNamed, kWarpgroup, kMbarrier };
+
+// A warpgroup collective's arguments from one thread.
+enum class WgKind { kWgmma, kCommit, kWait };
+struct WgArgs {
+  WgKind kind = WgKind::kWgmma;
+  uint64_t desc_a = 0, desc_b = 0;
+  float* d = nullptr;
+  int n = 0, pending = 0;
+  bool trans_b = false, accumulate = false, fenced = false;
 };
 
 struct Fiber {
@@ -27,11 +49,47 @@ struct Fiber {
   bool done = false;
   std::vector<std::vector<Copy>> groups;  // committed cp.async groups, oldest first
   std::vector<Copy> open;                 // issued since the last commit
+  bool wgmma_fenced = false;              // a wgmma.fence since the warpgroup's last wait
+  WgArgs wg_args;
+  WaitKind wait = WaitKind::kNone;
+  uint32_t wait_a = 0, wait_b = 0;
 };
 
 struct Barrier {
   int count = 0;
   long generation = 0;
+  int size = 0;  // named barriers: the thread count of the current generation
+};
+
+struct Mbarrier {
+  int count = 0;    // arrivals per phase
+  int pending = 0;  // arrivals the current phase still needs
+  uint32_t phase = 0;
+};
+
+// A cp.async.mbarrier.arrive.noinc: the thread's copies, then one arrival on `bar`.
+struct AsyncArrival {
+  uint32_t bar;
+  int thread;
+  std::vector<Copy> copies;
+};
+
+// One issued wgmma of a warpgroup, until a wait retires it.
+struct WgmmaOp {
+  int n = 0;
+  bool trans_b = false, accumulate = false;
+  uint64_t desc_a = 0, desc_b = 0;
+  long group = -1;          // commit group, -1 before the commit
+  std::vector<float> a, b;  // A[m][k] (64 x 16) and B^T[n][k] (n x 16) as read at issue
+  std::array<float*, kWgThreads> d{};
+  std::vector<float> input;                  // [thread][n / 2]: accumulators the wgmma adds to
+  std::array<bool, kWgThreads> has_input{};  // false: an earlier wgmma's result, not yet there
+};
+
+struct Warpgroup {
+  Barrier barrier;
+  std::deque<WgmmaOp> ops;  // issue order
+  long next_group = 0;
 };
 
 struct Runtime {
@@ -44,7 +102,12 @@ struct Runtime {
   long progress = 0;  // barrier arrivals and finished threads: a pass without any = deadlock
   const std::function<void()>* body = nullptr;
   std::vector<uint8_t> smem;
+  size_t smem_bytes = 0;
   long long clock = 0;
+  std::array<Barrier, kNamedBarriers> named;
+  std::map<uint32_t, Mbarrier> mbars;
+  std::deque<AsyncArrival> in_flight;  // oldest first
+  std::vector<Warpgroup> warpgroups;
 };
 
 Runtime* rt = nullptr;
@@ -53,6 +116,17 @@ ThreadState host_state;
 [[noreturn]] void Die(const char* what, const void* p) {
   std::fprintf(stderr, "hip_host_emulation: %s (address %p)\n", what, p);
   std::abort();
+}
+
+[[noreturn]] void DieAt(const std::string& what) {
+  std::fprintf(stderr, "hip_host_emulation: %s\n", what.c_str());
+  std::abort();
+}
+
+std::string Hex(uint64_t x) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(x));
+  return buf;
 }
 
 void CheckAligned(const void* p, uintptr_t alignment, const char* what) {
@@ -69,15 +143,27 @@ void Yield() {
   swapcontext(&f.ctx, &rt->scheduler);
 }
 
-void Arrive(Barrier& b, int size) {
+// Arrives on `b` (of `size` threads) and waits for the others; the last to arrive runs
+// `last` first (a collective's work on the gathered arguments).
+template <class Last>
+void ArriveThen(Barrier& b, int size, WaitKind kind, uint32_t arg, Last&& last) {
   ++rt->progress;
   const long generation = b.generation;
   if (++b.count == size) {
+    last();
     b.count = 0;
     ++b.generation;
   } else {
+    Fiber& f = Self();
+    f.wait = kind;
+    f.wait_a = arg;
     while (b.generation == generation) Yield();
+    f.wait = WaitKind::kNone;
   }
+}
+
+void Arrive(Barrier& b, int size, WaitKind kind, uint32_t arg = 0) {
+  ArriveThen(b, size, kind, arg, [] {});
 }
 
 int LaneOf() { return static_cast<int>(Self().state.thread_idx.x % kLanes); }
@@ -128,15 +214,322 @@ float E4m3fnFloat(uint32_t byte) {
   return (byte & 0x80u) ? -mag : mag;
 }
 
+void LandCopy(const Copy& c) {
+  if (c.valid) {
+    std::memcpy(c.dst, c.src, 16);
+  } else {
+    std::memset(c.dst, 0, 16);
+  }
+}
+
 void RetireGroup(Fiber& f) {
-  for (const Copy& c : f.groups.front()) {
-    if (c.valid) {
-      std::memcpy(c.dst, c.src, 16);
+  for (const Copy& c : f.groups.front()) LandCopy(c);
+  f.groups.erase(f.groups.begin());
+}
+
+// ---- Hopper primitives: shared addresses, mbarriers, warpgroup MMAs ------------------------
+
+std::string WhoAmI() {
+  const ThreadState& s = Self().state;
+  return "thread " + std::to_string(rt->current) + " of block " + std::to_string(s.block_idx.x);
+}
+
+uint8_t* SmemAt(uint32_t addr, size_t bytes, const char* what) {
+  if (static_cast<size_t>(addr) + bytes > rt->smem_bytes) {
+    DieAt(std::string(what) + ": shared address " + Hex(addr) + " (" + std::to_string(bytes) +
+          " bytes) past the " + std::to_string(rt->smem_bytes) +
+          " bytes of dynamic shared memory (" + WhoAmI() + ")");
+  }
+  return rt->smem.data() + addr;
+}
+
+Mbarrier& MbarAt(uint32_t bar, const char* what) {
+  if (bar % 8 != 0) {
+    DieAt(std::string(what) + ": mbarrier address " + Hex(bar) + " not 8-byte aligned");
+  }
+  const uint8_t* p = SmemAt(bar, 8, what);
+  auto it = rt->mbars.find(bar);
+  if (it == rt->mbars.end()) {
+    DieAt(std::string(what) + ": mbarrier " + Hex(bar) + " used before mbarrier.init (" + WhoAmI() +
+          ")");
+  }
+  uint64_t tag;
+  std::memcpy(&tag, p, 8);
+  if (tag != (kMbarTag ^ bar)) {
+    DieAt(std::string(what) + ": the 8 bytes of shared memory of mbarrier " + Hex(bar) +
+          " were overwritten while it is in use (" + WhoAmI() + ")");
+  }
+  return it->second;
+}
+
+void MbarArrival(Mbarrier& m) {
+  ++rt->progress;
+  if (--m.pending == 0) {
+    ++m.phase;
+    m.pending = m.count;
+  }
+}
+
+bool PhaseDone(const Mbarrier& m, uint32_t parity) { return (m.phase & 1u) != (parity & 1u); }
+
+// The copies of a cp.async.mbarrier.arrive land, then its arrival.
+void Land(const AsyncArrival& a) {
+  for (const Copy& c : a.copies) LandCopy(c);
+  MbarArrival(MbarAt(a.bar, "cp.async.mbarrier.arrive"));
+}
+
+int WarpgroupOf(const char* what) {
+  const int wg = rt->current / kWgThreads;
+  if ((wg + 1) * kWgThreads > static_cast<int>(rt->fibers.size())) {
+    DieAt(std::string(what) + ": the block's " + std::to_string(rt->fibers.size()) +
+          " threads do not make whole warpgroups of 128");
+  }
+  return wg;
+}
+
+// A warpgroup collective: every thread of the calling warpgroup passes `args`; the last to
+// arrive checks that they agree (.sync.aligned) and runs `last(warpgroup)`.
+template <class Last>
+void WarpgroupCollective(const WgArgs& args, const char* what, Last&& last) {
+  const int wg = WarpgroupOf(what);
+  Self().wg_args = args;
+  ArriveThen(rt->warpgroups[wg].barrier, kWgThreads, WaitKind::kWarpgroup,
+             static_cast<uint32_t>(wg), [&] {
+               for (int t = 0; t < kWgThreads; ++t) {
+                 const WgArgs& o = rt->fibers[wg * kWgThreads + t].wg_args;
+                 if (o.kind != args.kind || o.desc_a != args.desc_a || o.desc_b != args.desc_b ||
+                     o.n != args.n || o.pending != args.pending || o.trans_b != args.trans_b ||
+                     o.accumulate != args.accumulate) {
+                   DieAt(std::string(what) + ": thread " + std::to_string(wg * kWgThreads + t) +
+                         " of warpgroup " + std::to_string(wg) +
+                         " reached it with another instruction or other operands (.sync.aligned "
+                         "needs the whole warpgroup on the same one)");
+                 }
+               }
+               last(wg);
+             });
+}
+
+// The bf16 matrix of `rows` x 16 (rows: M of A or N of B; 16: K) that a wgmma reads through
+// matrix descriptor `desc`, K-major or MN-major, as the hardware addresses it (PTX ISA
+// "Shared Memory Matrix Layout"; CUTLASS notation, T = 8 bf16 = 16 bytes, w = 8 / 4 / 2 for
+// the 128 / 64 / 32-byte swizzles):
+//   K-major, no swizzle:  ((8,m),(T,2k)):((1T,SBO),(1,LBO))
+//   K-major, swizzled:    ((8,m),(T,2k)):((wT,SBO),(1,T))
+//   MN-major, no swizzle: ((T,1,m),(8,k)):((1,T,SBO),(1T,LBO))
+//   MN-major, swizzled:   ((T,w,m),(8,k)):((1,T,LBO),(wT,SBO))
+// then the swizzle of the shared address: bits [4, 4 + log2 w) ^= bits [7, 7 + log2 w)
+// (Swizzle<3,4,3> for 128B). At issue (`at_issue`), a poisoned element aborts.
+std::vector<float> ReadOperand(uint64_t desc, bool mn_major, int rows, const char* name,
+                               bool at_issue) {
+  const uint32_t start = static_cast<uint32_t>(desc & 0x3fffu) << 4;
+  const uint32_t lbo = static_cast<uint32_t>((desc >> 16) & 0x3fffu) << 4;
+  const uint32_t sbo = static_cast<uint32_t>((desc >> 32) & 0x3fffu) << 4;
+  const uint32_t base_offset = static_cast<uint32_t>((desc >> 49) & 7u);
+  const uint32_t mode = static_cast<uint32_t>(desc >> 62);
+  const std::string where = std::string("wgmma operand ") + name + " (descriptor " + Hex(desc) +
+                            ", " + (mn_major ? "MN" : "K") + "-major, " + WhoAmI() + ")";
+  constexpr uint64_t kReserved = (3ull << 14) | (3ull << 30) | (7ull << 46) | (0x3ffull << 52);
+  if ((desc & kReserved) != 0) DieAt("reserved descriptor bits set in " + where);
+  if (base_offset != 0) DieAt("matrix base offset (not emulated) in " + where);
+  const int log2w = mode == 0 ? 0 : mode == 1 ? 3 : mode == 2 ? 2 : 1;
+  const uint32_t w = 1u << log2w;
+  if (log2w > 0) {
+    // Swizzle atoms: 8 rows of 16 w bytes, on the grid of 128 w bytes of shared addresses (the
+    // swizzle is a function of the address). The start may point inside an atom's first row.
+    const uint32_t atom = 128u * w;
+    auto check = [&](uint32_t origin) {
+      if ((origin & ~(16u * w - 1u)) % atom != 0) {
+        DieAt("swizzle atom at shared address " + Hex(origin) + " not on the " +
+              std::to_string(atom) + "-byte grid in " + where);
+      }
+    };
+    if (!mn_major) {
+      for (int g = 0; g < (rows + 7) / 8; ++g) check(start + sbo * g);
     } else {
-      std::memset(c.dst, 0, 16);
+      for (uint32_t i = 0; i < (rows + 8 * w - 1) / (8 * w); ++i) {
+        for (int j = 0; j < 2; ++j) check(start + lbo * i + sbo * j);
+      }
     }
   }
-  f.groups.erase(f.groups.begin());
+  std::vector<float> out(static_cast<size_t>(rows) * 16);
+  for (int r = 0; r < rows; ++r) {
+    for (int k = 0; k < 16; ++k) {
+      uint32_t off;
+      if (!mn_major) {
+        off = log2w == 0 ? 16u * (r % 8) + sbo * (r / 8) + 2u * (k % 8) + lbo * (k / 8)
+                         : 16u * w * (r % 8) + sbo * (r / 8) + 2u * (k % 8) + 16u * (k / 8);
+      } else {
+        off = log2w == 0 ? 2u * (r % 8) + sbo * (r / 8) + 16u * (k % 8) + lbo * (k / 8)
+                         : 2u * (r % 8) + 16u * ((r / 8) % w) + lbo * (r / (8 * w)) +
+                               16u * w * (k % 8) + sbo * (k / 8);
+      }
+      uint32_t addr = start + off;
+      addr ^= ((addr >> 7) & (w - 1u)) << 4;
+      uint16_t v;
+      std::memcpy(&v, SmemAt(addr, 2, "wgmma operand"), 2);
+      if (at_issue && v == kPoisonBf16) {
+        DieAt(
+            "wgmma reads poisoned shared memory (never written, or cp.async copies not "
+            "landed) at shared address " +
+            Hex(addr) + ", element (" + std::to_string(r) + ", k " + std::to_string(k) + ") of " +
+            where);
+      }
+      out[static_cast<size_t>(r) * 16 + k] = Bf16Float(v);
+    }
+  }
+  return out;
+}
+
+// Issues the wgmma whose arguments the warpgroup's threads gathered.
+void IssueWgmma(int wg) {
+  Warpgroup& g = rt->warpgroups[wg];
+  const WgArgs& args = rt->fibers[wg * kWgThreads].wg_args;
+  WgmmaOp op;
+  op.n = args.n;
+  op.trans_b = args.trans_b;
+  op.accumulate = args.accumulate;
+  op.desc_a = args.desc_a;
+  op.desc_b = args.desc_b;
+  op.a = ReadOperand(args.desc_a, false, 64, "A", true);
+  op.b = ReadOperand(args.desc_b, args.trans_b, args.n, "B", true);
+  const int frag = args.n / 2;  // accumulators a thread holds: 64 x n over 128 threads
+  op.input.assign(static_cast<size_t>(kWgThreads) * frag, 0.0f);
+  for (int t = 0; t < kWgThreads; ++t) {
+    const WgArgs& mine = rt->fibers[wg * kWgThreads + t].wg_args;
+    float* d = mine.d;
+    op.d[t] = d;
+    bool chained = false;  // an in-flight wgmma of this warpgroup accumulates into d already
+    for (const WgmmaOp& o : g.ops) chained = chained || o.d[t] == d;
+    if (chained) continue;
+    if (!mine.fenced) {
+      DieAt(
+          "wgmma starts on accumulator registers without a wgmma.fence since the "
+          "warpgroup's last wgmma wait (thread " +
+          std::to_string(wg * kWgThreads + t) + ")");
+    }
+    std::memcpy(&op.input[static_cast<size_t>(t) * frag], d, sizeof(float) * frag);
+    for (int e = 0; e < frag; ++e) std::memcpy(&d[e], &kPoisonF32, 4);
+    op.has_input[t] = true;
+  }
+  g.ops.push_back(std::move(op));
+}
+
+// Retires the warpgroup's `count` oldest wgmmas: the operands must read as at issue; the
+// results go to the next in-flight wgmma on the same accumulators or to the registers.
+void RetireWgmmas(int wg, size_t count) {
+  Warpgroup& g = rt->warpgroups[wg];
+  for (size_t i = 0; i < count; ++i) {
+    WgmmaOp& op = g.ops[i];
+    const int n = op.n;
+    const std::vector<float> a = ReadOperand(op.desc_a, false, 64, "A", false);
+    const std::vector<float> b = ReadOperand(op.desc_b, op.trans_b, n, "B", false);
+    for (int which = 0; which < 2; ++which) {
+      const std::vector<float>& now = which == 0 ? a : b;
+      const std::vector<float>& then = which == 0 ? op.a : op.b;
+      if (std::memcmp(now.data(), then.data(), sizeof(float) * now.size()) != 0) {
+        size_t e = 0;
+        while (FloatBits(now[e]) == FloatBits(then[e])) ++e;
+        DieAt(std::string("shared memory under an in-flight wgmma was rewritten before the wait "
+                          "that retires it: operand ") +
+              (which == 0 ? "A" : "B") + " (descriptor " + Hex(which == 0 ? op.desc_a : op.desc_b) +
+              "), element (" + std::to_string(e / 16) + ", k " + std::to_string(e % 16) +
+              ") of warpgroup " + std::to_string(wg) + " in block " +
+              std::to_string(Self().state.block_idx.x));
+      }
+    }
+    // D = A B: exact bf16 products summed in fp32 (as Mma16816).
+    std::vector<float> prod(static_cast<size_t>(64) * n);
+    for (int m = 0; m < 64; ++m) {
+      for (int c = 0; c < n; ++c) {
+        float sum = 0.0f;
+        for (int k = 0; k < 16; ++k) sum += op.a[m * 16 + k] * op.b[c * 16 + k];
+        prod[static_cast<size_t>(m) * n + c] = sum;
+      }
+    }
+    const int frag = n / 2;
+    std::vector<float> out(frag);
+    for (int t = 0; t < kWgThreads; ++t) {
+      if (!op.has_input[t]) DieAt("internal: wgmma retired before the one it accumulates on");
+      // Thread t: rows r0 and r0 + 8; element 4 j + 2 h + e is row r0 + 8 h, column
+      // 8 j + 2 (t % 4) + e.
+      const int r0 = 16 * (t / 32) + (t % 32) / 4;
+      const float* in = &op.input[static_cast<size_t>(t) * frag];
+      for (int j = 0; j < n / 8; ++j) {
+        for (int h = 0; h < 2; ++h) {
+          for (int e = 0; e < 2; ++e) {
+            const int idx = 4 * j + 2 * h + e;
+            const float p = prod[static_cast<size_t>(r0 + 8 * h) * n + 8 * j + 2 * (t % 4) + e];
+            out[idx] = op.accumulate ? in[idx] + p : p;
+          }
+        }
+      }
+      WgmmaOp* next = nullptr;
+      for (size_t k = i + 1; k < g.ops.size() && next == nullptr; ++k) {
+        if (g.ops[k].d[t] == op.d[t]) next = &g.ops[k];
+      }
+      if (next != nullptr) {
+        std::memcpy(&next->input[static_cast<size_t>(t) * frag], out.data(), sizeof(float) * frag);
+        next->has_input[t] = true;
+        continue;
+      }
+      for (int e = 0; e < frag; ++e) {
+        if (FloatBits(op.d[t][e]) != kPoisonF32) {
+          DieAt("accumulator register " + std::to_string(e) + " of thread " +
+                std::to_string(wg * kWgThreads + t) +
+                " written while a wgmma on it was in flight (before the wgmma wait)");
+        }
+      }
+      std::memcpy(op.d[t], out.data(), sizeof(float) * frag);
+    }
+  }
+  g.ops.erase(g.ops.begin(), g.ops.begin() + static_cast<long>(count));
+}
+
+std::string DescribeWait(const Fiber& f) {
+  switch (f.wait) {
+    case WaitKind::kNone:
+      return f.done ? "done" : "running";
+    case WaitKind::kBlock:
+      return "__syncthreads";
+    case WaitKind::kWarp:
+      return "warp collective (warp " + std::to_string(f.wait_a) + ")";
+    case WaitKind::kNamed:
+      return "bar.sync " + std::to_string(f.wait_a);
+    case WaitKind::kWarpgroup:
+      return "warpgroup collective (warpgroup " + std::to_string(f.wait_a) + ")";
+    case WaitKind::kMbarrier: {
+      std::string s = "mbarrier " + Hex(f.wait_a) + " parity " + std::to_string(f.wait_b);
+      auto it = rt->mbars.find(f.wait_a);
+      if (it != rt->mbars.end()) {
+        s += " (phase " + std::to_string(it->second.phase) + ", " +
+             std::to_string(it->second.pending) + " of " + std::to_string(it->second.count) +
+             " arrivals pending)";
+      }
+      return s;
+    }
+  }
+  return "?";
+}
+
+// What every thread waits for, consecutive threads with the same wait merged.
+std::string DescribeWaits() {
+  std::string out;
+  const int threads = static_cast<int>(rt->fibers.size());
+  for (int i = 0; i < threads;) {
+    const std::string what = DescribeWait(rt->fibers[i]);
+    int j = i + 1;
+    while (j < threads && DescribeWait(rt->fibers[j]) == what) ++j;
+    out += (out.empty() ? "" : "; ") + std::string("threads ") + std::to_string(i) + "-" +
+           std::to_string(j - 1) + ": " + what;
+    i = j;
+  }
+  std::map<uint32_t, int> in_flight;
+  for (const AsyncArrival& a : rt->in_flight) ++in_flight[a.bar];
+  for (const auto& [bar, arrivals] : in_flight) {
+    out += "; " + std::to_string(arrivals) + " cp.async arrivals in flight on mbarrier " + Hex(bar);
+  }
+  return out;
 }
 
 }  // namespace
@@ -148,13 +541,16 @@ ThreadState& Current() {
   return rt != nullptr && rt->current >= 0 ? rt->fibers[rt->current].state : host_state;
 }
 
-void SyncThreads() { Arrive(rt->block_barrier, static_cast<int>(rt->fibers.size())); }
+void SyncThreads() {
+  if (rt == nullptr || rt->current < 0) Die("__syncthreads outside a launch", nullptr);
+  Arrive(rt->block_barrier, static_cast<int>(rt->fibers.size()), WaitKind::kBlock);
+}
 
 void SyncWarp() {
   const int warp = WarpOf();
   const int threads = static_cast<int>(rt->fibers.size());
   const int size = std::min(kLanes, threads - warp * kLanes);
-  Arrive(rt->warp_barriers[warp], size);
+  Arrive(rt->warp_barriers[warp], size, WaitKind::kWarp, static_cast<uint32_t>(warp));
 }
 
 long long Clock() { return rt != nullptr ? ++rt->clock : 0; }
@@ -251,6 +647,136 @@ void CpAsyncWait(int pending) {
   while (static_cast<int>(f.groups.size()) > pending) RetireGroup(f);
 }
 
+uint32_t SmemAddr(const void* p) {
+  if (rt == nullptr) Die("SmemAddr outside a launch", p);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(rt->smem.data());
+  const uintptr_t at = reinterpret_cast<uintptr_t>(p);
+  if (at < base || at > base + rt->smem_bytes) {
+    Die("SmemAddr of an address outside the dynamic shared memory", p);
+  }
+  return static_cast<uint32_t>(at - base);
+}
+
+void CheckMatrixDesc(uint32_t addr, uint32_t lbo, uint32_t sbo, uint32_t swizzle) {
+  if (addr % 16 != 0 || lbo % 16 != 0 || sbo % 16 != 0 || addr >= (1u << 18) || lbo >= (1u << 18) ||
+      sbo >= (1u << 18) || swizzle > 3) {
+    DieAt("matrix descriptor of shared address " + Hex(addr) + ", lbo " + Hex(lbo) + ", sbo " +
+          Hex(sbo) + ", swizzle " + std::to_string(swizzle) +
+          ": address and strides must be 16-byte aligned and below 256 KB");
+  }
+}
+
+void MbarInit(uint32_t bar, int count) {
+  if (bar % 8 != 0) DieAt("mbarrier.init: address " + Hex(bar) + " not 8-byte aligned");
+  if (count < 1 || count >= (1 << 20)) {
+    DieAt("mbarrier.init: count " + std::to_string(count) + " outside [1, 2^20)");
+  }
+  const uint64_t tag = kMbarTag ^ bar;
+  std::memcpy(SmemAt(bar, 8, "mbarrier.init"), &tag, 8);
+  rt->mbars[bar] = Mbarrier{count, count, 0};
+}
+
+void MbarArrive(uint32_t bar) { MbarArrival(MbarAt(bar, "mbarrier.arrive")); }
+
+void MbarWait(uint32_t bar, uint32_t parity) {
+  Fiber& f = Self();
+  for (;;) {
+    if (PhaseDone(MbarAt(bar, "mbarrier.try_wait.parity"), parity)) return;
+    // The phase needs arrivals: land this barrier's in-flight cp.async arrivals, oldest
+    // first, until it completes (as late as the waiter allows).
+    for (auto it = rt->in_flight.begin(); it != rt->in_flight.end();) {
+      if (it->bar != bar) {
+        ++it;
+        continue;
+      }
+      const AsyncArrival a = std::move(*it);
+      it = rt->in_flight.erase(it);
+      Land(a);
+      if (PhaseDone(MbarAt(bar, "mbarrier.try_wait.parity"), parity)) return;
+    }
+    f.wait = WaitKind::kMbarrier;
+    f.wait_a = bar;
+    f.wait_b = parity;
+    Yield();
+    f.wait = WaitKind::kNone;
+  }
+}
+
+void CpAsyncArrive(uint32_t bar) {
+  MbarAt(bar, "cp.async.mbarrier.arrive");
+  Fiber& f = Self();
+  AsyncArrival a{bar, rt->current, {}};
+  for (const std::vector<Copy>& g : f.groups) a.copies.insert(a.copies.end(), g.begin(), g.end());
+  a.copies.insert(a.copies.end(), f.open.begin(), f.open.end());
+  f.groups.clear();
+  f.open.clear();
+  rt->in_flight.push_back(std::move(a));
+  ++rt->progress;  // a waiter on `bar` may now complete its phase
+}
+
+void NamedBarrierSync(int id, int threads) {
+  Self();  // inside a launch
+  const int block = static_cast<int>(rt->fibers.size());
+  if (id < 0 || id >= kNamedBarriers || threads <= 0 || threads % kLanes != 0 || threads > block) {
+    DieAt("bar.sync " + std::to_string(id) + ", " + std::to_string(threads) +
+          ": id must be in [0, 16) and the count a multiple of 32 up to the block's " +
+          std::to_string(block) + " threads");
+  }
+  if (id == 0 && threads != block) DieAt("bar.sync 0 (__syncthreads' barrier) with a count");
+  Barrier& b = id == 0 ? rt->block_barrier : rt->named[id];
+  if (b.count == 0) {
+    b.size = threads;
+  } else if (b.size != threads && id != 0) {
+    DieAt("bar.sync " + std::to_string(id) + " reached with counts " + std::to_string(b.size) +
+          " and " + std::to_string(threads));
+  }
+  Arrive(b, threads, WaitKind::kNamed, static_cast<uint32_t>(id));
+}
+
+void WgmmaFence() { Self().wgmma_fenced = true; }
+
+void WgmmaCommit() {
+  WgArgs args;
+  args.kind = WgKind::kCommit;
+  WarpgroupCollective(args, "wgmma.commit_group", [](int wg) {
+    Warpgroup& g = rt->warpgroups[wg];
+    for (WgmmaOp& op : g.ops) {
+      if (op.group < 0) op.group = g.next_group;
+    }
+    ++g.next_group;
+  });
+}
+
+void WgmmaWait(int pending) {
+  WgArgs args;
+  args.kind = WgKind::kWait;
+  args.pending = pending;
+  WarpgroupCollective(args, "wgmma.wait_group", [pending](int wg) {
+    Warpgroup& g = rt->warpgroups[wg];
+    size_t count = 0;  // groups are in issue order; uncommitted wgmmas (group -1) last
+    while (count < g.ops.size() && g.ops[count].group >= 0 &&
+           g.ops[count].group < g.next_group - pending) {
+      ++count;
+    }
+    RetireWgmmas(wg, count);
+    for (int t = 0; t < kWgThreads; ++t) rt->fibers[wg * kWgThreads + t].wgmma_fenced = false;
+  });
+}
+
+void Wgmma(float* d, int n, uint64_t desc_a, uint64_t desc_b, bool trans_b, bool accumulate) {
+  if (n % 8 != 0 || n < 8 || n > 256) DieAt("wgmma: N must be a multiple of 8 in [8, 256]");
+  WgArgs args;
+  args.kind = WgKind::kWgmma;
+  args.d = d;
+  args.n = n;
+  args.desc_a = desc_a;
+  args.desc_b = desc_b;
+  args.trans_b = trans_b;
+  args.accumulate = accumulate;
+  args.fenced = Self().wgmma_fenced;
+  WarpgroupCollective(args, "wgmma.mma_async", [](int wg) { IssueWgmma(wg); });
+}
+
 uint32_t PackF16x2(float lo, float hi) {
   return static_cast<uint32_t>(FloatToHalfRne(lo)) |
          (static_cast<uint32_t>(FloatToHalfRne(hi)) << 16);
@@ -275,7 +801,8 @@ float HalfBitsToFloat(uint16_t h) {
   return BitsFloat(FloatBits(mag) | sign);
 }
 
-std::string Launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function<void()>& body) {
+std::string Launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function<void()>& body,
+                   Schedule schedule) {
   Runtime runtime;
   rt = &runtime;
   g_block_dim = block;
@@ -287,18 +814,26 @@ std::string Launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function
   for (Fiber& f : runtime.fibers) f.stack.reset(new char[kStackBytes]);
   runtime.warp_slots.assign(static_cast<size_t>(warps) * kLanes * kSlotBytes, 0);
   runtime.smem.assign(smem_bytes + 16, 0xff);
+  runtime.smem_bytes = smem_bytes;
   std::string error;
   for (unsigned bz = 0; bz < grid.z && error.empty(); ++bz) {
     for (unsigned by = 0; by < grid.y && error.empty(); ++by) {
       for (unsigned bx = 0; bx < grid.x && error.empty(); ++bx) {
         runtime.block_barrier = Barrier();
         runtime.warp_barriers.assign(warps, Barrier());
+        runtime.named.fill(Barrier());
+        runtime.mbars.clear();
+        runtime.in_flight.clear();
+        runtime.warpgroups.clear();
+        runtime.warpgroups.resize((threads + kWgThreads - 1) / kWgThreads);
         std::fill(runtime.smem.begin(), runtime.smem.end(), 0xff);
         for (int i = 0; i < threads; ++i) {
           Fiber& f = runtime.fibers[i];
           f.done = false;
           f.groups.clear();
           f.open.clear();
+          f.wgmma_fenced = false;
+          f.wait = WaitKind::kNone;
           f.state.thread_idx = dim3(i % block.x, (i / block.x) % block.y, i / (block.x * block.y));
           f.state.block_idx = dim3(bx, by, bz);
           getcontext(&f.ctx);
@@ -307,21 +842,35 @@ std::string Launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function
           f.ctx.uc_link = &runtime.scheduler;
           makecontext(&f.ctx, FiberEntry, 0);
         }
+        // Round robin: one tier of every thread. Warpgroup priority: a tier per warpgroup;
+        // a pass runs the tiers in priority order and starts over after the first tier that
+        // made progress, so lower tiers run only while the higher ones are all blocked.
+        const int tiers =
+            schedule == Schedule::kRoundRobin ? 1 : (threads + kWgThreads - 1) / kWgThreads;
         while (error.empty()) {
-          const long before = runtime.progress;
-          bool all_done = true;
-          for (int i = 0; i < threads; ++i) {
-            Fiber& f = runtime.fibers[i];
-            if (f.done) continue;
-            runtime.current = i;
-            swapcontext(&runtime.scheduler, &f.ctx);
-            runtime.current = -1;
-            if (!f.done) all_done = false;
+          bool progressed = false;
+          for (int k = 0; k < tiers && !progressed; ++k) {
+            const int tier = schedule == Schedule::kHighWarpgroupsFirst ? tiers - 1 - k : k;
+            const int lo = tiers == 1 ? 0 : tier * kWgThreads;
+            const int hi = tiers == 1 ? threads : std::min(threads, lo + kWgThreads);
+            const long before = runtime.progress;
+            for (int i = lo; i < hi; ++i) {
+              Fiber& f = runtime.fibers[i];
+              if (f.done) continue;
+              runtime.current = i;
+              swapcontext(&runtime.scheduler, &f.ctx);
+              runtime.current = -1;
+            }
+            progressed = runtime.progress != before;
           }
+          bool all_done = true;
+          for (const Fiber& f : runtime.fibers) all_done = all_done && f.done;
           if (all_done) break;
-          if (runtime.progress == before) {
+          if (!progressed) {
             error = "deadlock in block (" + std::to_string(bx) + ", " + std::to_string(by) +
-                    "): threads wait at a barrier others never reach";
+                    "): threads wait at a barrier others never reach or an mbarrier phase "
+                    "that never completes: " +
+                    DescribeWaits();
           }
         }
         for (int i = 0; i < threads && error.empty(); ++i) {
@@ -329,6 +878,18 @@ std::string Launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function
           if (!f.groups.empty() || !f.open.empty()) {
             error = "thread " + std::to_string(i) + " of block " + std::to_string(bx) +
                     " ended with cp.async copies it never waited for";
+          }
+        }
+        if (error.empty() && !runtime.in_flight.empty()) {
+          error = "block " + std::to_string(bx) + " ended with cp.async copies of thread " +
+                  std::to_string(runtime.in_flight.front().thread) +
+                  " whose mbarrier arrival no thread waited for (mbarrier " +
+                  Hex(runtime.in_flight.front().bar) + ")";
+        }
+        for (size_t wg = 0; wg < runtime.warpgroups.size() && error.empty(); ++wg) {
+          if (!runtime.warpgroups[wg].ops.empty()) {
+            error = "warpgroup " + std::to_string(wg) + " of block " + std::to_string(bx) +
+                    " ended with wgmmas no wgmma.wait_group retired";
           }
         }
       }

@@ -14,6 +14,30 @@
 // Addresses that the hardware requires aligned (ldmatrix rows, cp.async, 16-byte vector
 // accesses through the helpers) abort with a message when they are not.
 //
+// Hopper primitives (kernels/decode/sm90_primitives.h maps its wrappers onto these, for
+// kernels/decode/mla_decode_sm90.h), with PTX semantics:
+//   * Shared addresses (SmemAddr) are byte offsets from the block's dynamic shared memory.
+//   * wgmma (m64nNk16, bf16, A and B from shared memory through matrix descriptors) is a
+//     warpgroup collective (128 consecutive threads): the operands are decoded from the
+//     descriptors as the hardware does (K-major and MN-major canonical layouts, no swizzle and
+//     32 / 64 / 128-byte swizzles, the swizzle applied to the shared address) and D = A B (+ D)
+//     is computed in fp32 from exact products; each thread's accumulator fragment follows the
+//     m64nN register layout. Completion is modeled: the operands are read when the wgmma is
+//     issued and read again when a wgmma.wait_group retires it and must not have changed
+//     (shared memory rewritten under an in-flight wgmma aborts); an operand holding poison
+//     (bf16 0xffff: never written, or a cp.async that has not landed) aborts; the
+//     accumulators read as NaN from issue until the retiring wait, and writing them in that
+//     window aborts; a wgmma that starts an accumulator chain needs a wgmma.fence since the
+//     warpgroup's last wait; swizzled operand atoms must lie on the swizzle's grid (1024 bytes
+//     for 128B) of shared addresses, descriptor addresses and strides 16-byte aligned.
+//   * mbarriers: arrival counts and phases (mbarrier.init / arrive / try_wait.parity); a
+//     waiting thread yields, and a wait that can never complete is reported as a deadlock.
+//     The barrier's 8 bytes of shared memory must not be overwritten while it is in use.
+//   * cp.async.mbarrier.arrive.noinc: the thread's outstanding cp.async copies and then its
+//     arrival complete as late as possible (when some thread waits on that barrier and needs
+//     them), so that reading the copies' destinations without waiting shows the poison.
+//   * bar.sync id, count: counted among the threads that reach it. Proxy fences: no-ops.
+//
 // Include this header before kernels/decode/mla_decode_device.h and after any library headers
 // (its macros, e.g. __shared__, would otherwise reach them).
 #ifndef MLAPS_TESTS_KERNELS_EMU_HIP_HOST_EMULATION_H_
@@ -95,10 +119,37 @@ uint32_t PackF16x2(float lo, float hi);
 uint32_t E4m3x2ToF16x2(uint32_t two);
 float HalfBitsToFloat(uint16_t h);
 
+// Hopper primitives (see the file comment). Shared addresses are byte offsets from the
+// dynamic shared memory base.
+uint32_t SmemAddr(const void* p);
+// Checks the arguments of a wgmma matrix descriptor (kernels/decode/sm90_primitives.h
+// MatrixDesc encodes it): 16-byte aligned address and strides that fit the 14-bit fields.
+void CheckMatrixDesc(uint32_t addr, uint32_t lbo, uint32_t sbo, uint32_t swizzle);
+void MbarInit(uint32_t bar, int count);
+void MbarArrive(uint32_t bar);
+void MbarWait(uint32_t bar, uint32_t parity);
+void CpAsyncArrive(uint32_t bar);
+void NamedBarrierSync(int id, int threads);
+void WgmmaFence();
+void WgmmaCommit();
+void WgmmaWait(int pending);
+// d (m64n`n`, fp32 fragment) = A B (+ d with `accumulate`): A 64 x 16 K-major, B 16 x n K-major
+// or, with trans_b, MN-major; bf16 operands in shared memory.
+void Wgmma(float* d, int n, uint64_t desc_a, uint64_t desc_b, bool trans_b, bool accumulate);
+
+// The order in which a block's threads run between barriers. Every order is a legal
+// execution (nothing bounds how far one warp runs ahead of another), and a race-free kernel
+// computes the same bits under each: kRoundRobin runs every thread once a pass;
+// kLowWarpgroupsFirst lets the lowest warpgroups (128 threads) run as far ahead as their
+// synchronization allows before the next warpgroup gets a turn (and starts over as soon as
+// one of them can continue); kHighWarpgroupsFirst the same from the highest warpgroup down.
+enum class Schedule { kRoundRobin, kLowWarpgroupsFirst, kHighWarpgroupsFirst };
+
 // Runs `body` as every thread of `grid` x `block` with `smem_bytes` of dynamic shared
-// memory. Returns "" or what went wrong (a deadlock at a barrier, cp.async copies a thread
-// never waited for).
-std::string Launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function<void()>& body);
+// memory. Returns "" or what went wrong (a deadlock at a barrier or mbarrier, cp.async copies a
+// thread never waited for, wgmmas never waited for).
+std::string Launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function<void()>& body,
+                   Schedule schedule = Schedule::kRoundRobin);
 
 }  // namespace mlaps_emu
 

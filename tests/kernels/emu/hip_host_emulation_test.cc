@@ -1,0 +1,224 @@
+// The emulated Hopper primitives (hip_host_emulation.h) on small hand-made cases: wgmma
+// fragments against a plain matrix product for the operand layouts the sm90 kernel uses
+// (K-major 128B-swizzled A and B, K-major unswizzled A, MN-major 128B-swizzled B), written
+// here with the kernel's own style of addressing (16-byte unit XOR row); mbarrier phases and
+// the deadlock report; the aborts for poisoned operands and accumulators touched in flight.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+// Last: the emulation defines the device dialect.
+#include "tests/kernels/emu/hip_host_emulation.h"
+
+namespace {
+
+using mlaps_emu::Launch;
+
+constexpr uint64_t kSw128 = 1ull << 62;
+
+uint64_t Desc(uint32_t addr, uint32_t lbo, uint32_t sbo, uint64_t swizzle) {
+  mlaps_emu::CheckMatrixDesc(addr, lbo, sbo, static_cast<uint32_t>(swizzle >> 62));
+  return (addr >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
+         (static_cast<uint64_t>(sbo >> 4) << 32) | swizzle;
+}
+
+uint16_t Bf16(float x) {  // exact for the small integers used here
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+void Put(uint32_t offset, float x) {
+  const uint16_t b = Bf16(x);
+  std::memcpy(mlaps_emu::DynamicSmem() + offset, &b, 2);
+}
+
+// Small integer values: every product and sum is exact, so the fragments compare exactly.
+float ValA(int m, int k) { return static_cast<float>((m * 3 + k * 5) % 7 - 3); }
+float ValB(int n, int k) { return static_cast<float>((n * 2 + k * 7) % 5 - 2); }
+
+// Thread t's accumulator element e of an m64nN product D: row r0 + 8 h, column
+// 8 j + 2 (t % 4) + x for e = 4 j + 2 h + x, r0 = 16 (t / 32) + (t % 32) / 4.
+float Expected(int t, int e, bool twice) {
+  const int j = e / 4, h = (e / 2) % 2, x = e % 2;
+  const int row = 16 * (t / 32) + (t % 32) / 4 + 8 * h, col = 8 * j + 2 * (t % 4) + x;
+  float sum = 0.0f;
+  for (int k = 0; k < 16; ++k) sum += ValA(row, k) * ValB(col, k);
+  return twice ? 2.0f * sum : sum;
+}
+
+// A (64 x 16) and B (32 x 16, K-major) in 128B-swizzled 64-element-wide tiles at 0 and 8192,
+// the k16 slice at element offset 16 (byte 32) of the rows, as the kernel's S = Q K^T.
+TEST(HipHostEmulationTest, WgmmaKMajorSwizzled128) {
+  std::vector<float> got(128 * 16);
+  const std::string error = Launch(dim3(1), dim3(128), 16384, [&] {
+    const int t = threadIdx.x;
+    if (t == 0) {
+      for (int r = 0; r < 64; ++r) {
+        for (int u = 0; u < 8; ++u) {  // 16-byte units of the row's 64 elements
+          for (int x = 0; x < 8; ++x) {
+            const uint32_t off = r * 128 + ((u ^ (r & 7)) << 4) + 2 * x;
+            const int k = 8 * u + x - 16;  // the slice k = 0..15 is elements 16..31
+            Put(off, k >= 0 && k < 16 ? ValA(r, k) : 99.0f);
+            if (r < 32) Put(8192 + off, k >= 0 && k < 16 ? ValB(r, k) : 99.0f);
+          }
+        }
+      }
+    }
+    __syncthreads();
+    float d[16];
+    for (float& x : d) x = 0.0f;
+    mlaps_emu::WgmmaFence();
+    const uint64_t a = Desc(32, 16, 1024, kSw128), b = Desc(8192 + 32, 16, 1024, kSw128);
+    mlaps_emu::Wgmma(d, 32, a, b, false, false);
+    mlaps_emu::Wgmma(d, 32, a, b, false, true);  // chained on the same accumulators: 2 A B
+    mlaps_emu::WgmmaCommit();
+    mlaps_emu::WgmmaWait(0);
+    for (int e = 0; e < 16; ++e) got[t * 16 + e] = d[e];
+  });
+  ASSERT_EQ(error, "");
+  for (int t = 0; t < 128; ++t) {
+    for (int e = 0; e < 16; ++e) ASSERT_EQ(got[t * 16 + e], Expected(t, e, true)) << t << " " << e;
+  }
+}
+
+// A (64 x 16) K-major without swizzle (8 x 8 core matrices: lbo 128 along k, sbo 256 along
+// rows) and B MN-major 128B-swizzled (k rows of 64 n elements, 4 chunks 1024 bytes apart:
+// lbo 2048 (n / 64), sbo 1024 (k / 8)), as the kernel's O += P V.
+TEST(HipHostEmulationTest, WgmmaKMajorPlainTimesMnMajorSwizzled128) {
+  std::vector<float> got(128 * 128);
+  const std::string error = Launch(dim3(1), dim3(128), 16384 + 4096, [&] {
+    const int t = threadIdx.x;
+    if (t == 0) {
+      for (int m = 0; m < 64; ++m) {
+        for (int k = 0; k < 16; ++k) {
+          Put((m / 8) * 256 + (k / 8) * 128 + (m % 8) * 16 + (k % 8) * 2, ValA(m, k));
+        }
+      }
+      for (int k = 0; k < 16; ++k) {  // B^T stored with n contiguous: row k of each n chunk
+        for (int n = 0; n < 256; ++n) {
+          const int chunk = n / 64, u = (n % 64) / 8;
+          Put(4096 + chunk * 2048 + k * 128 + ((u ^ (k & 7)) << 4) + (n % 8) * 2, ValB(n, k));
+        }
+      }
+    }
+    __syncthreads();
+    float d[128];
+    for (float& x : d) x = 0.0f;
+    mlaps_emu::WgmmaFence();
+    mlaps_emu::Wgmma(d, 256, Desc(0, 128, 256, 0), Desc(4096, 2048, 1024, kSw128), true, true);
+    mlaps_emu::WgmmaCommit();
+    mlaps_emu::WgmmaWait(0);
+    for (int e = 0; e < 128; ++e) got[t * 128 + e] = d[e];
+  });
+  ASSERT_EQ(error, "");
+  for (int t = 0; t < 128; ++t) {
+    for (int e = 0; e < 128; ++e) {
+      ASSERT_EQ(got[t * 128 + e], Expected(t, e, false)) << t << " " << e;
+    }
+  }
+}
+
+// Phase parity: a wait for parity 1 passes on a fresh barrier (the preceding phase), a wait
+// for parity 0 needs `count` arrivals; waiting for a phase that never completes is reported.
+TEST(HipHostEmulationTest, MbarrierPhasesAndDeadlockReport) {
+  int after = 0;
+  std::string error = Launch(dim3(1), dim3(64), 64, [&] {
+    if (threadIdx.x == 0) mlaps_emu::MbarInit(8, 32);
+    __syncthreads();
+    mlaps_emu::MbarWait(8, 1);
+    if (threadIdx.x >= 32) mlaps_emu::MbarArrive(8);
+    mlaps_emu::MbarWait(8, 0);  // warp 0 waits for warp 1's 32 arrivals
+    if (threadIdx.x == 0) after = 1;
+  });
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(after, 1);
+  error = Launch(dim3(1), dim3(64), 64, [&] {
+    if (threadIdx.x == 0) mlaps_emu::MbarInit(16, 64);
+    __syncthreads();
+    if (threadIdx.x != 5) mlaps_emu::MbarArrive(16);
+    mlaps_emu::MbarWait(16, 0);
+  });
+  EXPECT_NE(error.find("deadlock"), std::string::npos) << error;
+  EXPECT_NE(error.find("mbarrier 0x10 parity 0 (phase 0, 1 of 64 arrivals pending)"),
+            std::string::npos)
+      << error;
+}
+
+// cp.async copies arriving on an mbarrier land when a waiter needs them: the destination reads
+// as poison before the wait, the data after it.
+TEST(HipHostEmulationTest, CpAsyncLandsAtTheMbarrierWait) {
+  alignas(16) static const uint8_t src[16] = {1, 2,  3,  4,  5,  6,  7,  8,
+                                              9, 10, 11, 12, 13, 14, 15, 16};
+  uint8_t before = 0, after = 0;
+  const std::string error = Launch(dim3(1), dim3(32), 64, [&] {
+    if (threadIdx.x == 0) {
+      mlaps_emu::MbarInit(0, 1);
+      mlaps_emu::CpAsync16(mlaps_emu::DynamicSmem() + 16, src, true);
+      mlaps_emu::CpAsyncArrive(0);
+      before = mlaps_emu::DynamicSmem()[16];
+      mlaps_emu::MbarWait(0, 0);
+      after = mlaps_emu::DynamicSmem()[31];
+    }
+  });
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(before, 0xff);
+  EXPECT_EQ(after, 16);
+}
+
+TEST(HipHostEmulationDeathTest, WgmmaOnPoisonedSharedMemoryAborts) {
+  EXPECT_DEATH(Launch(dim3(1), dim3(128), 16384,
+                      [] {
+                        float d[16] = {};
+                        mlaps_emu::WgmmaFence();
+                        mlaps_emu::Wgmma(d, 32, Desc(0, 16, 1024, kSw128),
+                                         Desc(8192, 16, 1024, kSw128), false, false);
+                      }),
+               "wgmma reads poisoned shared memory");
+}
+
+TEST(HipHostEmulationDeathTest, SwizzleAtomOffTheGridAborts) {
+  EXPECT_DEATH(Launch(dim3(1), dim3(128), 16384,
+                      [] {
+                        std::memset(mlaps_emu::DynamicSmem(), 0, 16384);
+                        float d[16] = {};
+                        mlaps_emu::WgmmaFence();
+                        mlaps_emu::Wgmma(d, 32, Desc(512, 16, 1024, kSw128),
+                                         Desc(8192, 16, 1024, kSw128), false, false);
+                      }),
+               "not on the 1024-byte grid");
+}
+
+TEST(HipHostEmulationDeathTest, AccumulatorsWrittenInFlightAbort) {
+  EXPECT_DEATH(Launch(dim3(1), dim3(128), 16384,
+                      [] {
+                        std::memset(mlaps_emu::DynamicSmem(), 0, 16384);
+                        float d[16] = {};
+                        mlaps_emu::WgmmaFence();
+                        mlaps_emu::Wgmma(d, 32, Desc(0, 16, 1024, kSw128),
+                                         Desc(8192, 16, 1024, kSw128), false, false);
+                        mlaps_emu::WgmmaCommit();
+                        d[3] = 1.0f;  // before the wait
+                        mlaps_emu::WgmmaWait(0);
+                      }),
+               "written while a wgmma on it was in flight");
+}
+
+TEST(HipHostEmulationDeathTest, OperandRewrittenInFlightAborts) {
+  EXPECT_DEATH(Launch(dim3(1), dim3(128), 16384,
+                      [] {
+                        std::memset(mlaps_emu::DynamicSmem(), 0, 16384);
+                        float d[16] = {};
+                        mlaps_emu::WgmmaFence();
+                        mlaps_emu::Wgmma(d, 32, Desc(0, 16, 1024, kSw128),
+                                         Desc(8192, 16, 1024, kSw128), false, false);
+                        mlaps_emu::WgmmaCommit();
+                        if (threadIdx.x == 0) Put(8192, 1.0f);  // B, before the wait
+                        mlaps_emu::WgmmaWait(0);
+                      }),
+               "rewritten before the wait");
+}
+
+}  // namespace

@@ -144,14 +144,17 @@ __device__ __forceinline__ void IssueKvBlockSm90(const MlaDecodeParams& p, const
 // S = Q K^T for the 32 tokens of the kv slot at `kv` (shared addresses): 9 chunks x 4 k16
 // steps; a k step advances 32 bytes inside the swizzled 128-byte rows (8-row groups 1024
 // bytes apart).
+// The descriptors are built once and stepped by adding the byte offset / 16 to their address
+// field (addresses stay below 256 KB, so the 14-bit field never carries).
 __device__ __forceinline__ void IssueScores(uint32_t q, uint32_t kv, float (&s)[16]) {
+  const uint64_t a0 = MatrixDesc(q, 16, 1024, kSwizzle128B);
+  const uint64_t b0 = MatrixDesc(kv, 16, 1024, kSwizzle128B);
 #pragma unroll
   for (int c = 0; c < 9; ++c) {
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      const uint64_t a = MatrixDesc(q + c * SmemSm90::kQChunk + kk * 32, 16, 1024, kSwizzle128B);
-      const uint64_t b = MatrixDesc(kv + c * SmemSm90::kKvChunk + kk * 32, 16, 1024, kSwizzle128B);
-      WgmmaM64N32K16(s, a, b, c + kk);
+      WgmmaM64N32K16(s, a0 + ((c * SmemSm90::kQChunk + kk * 32) >> 4),
+                     b0 + ((c * SmemSm90::kKvChunk + kk * 32) >> 4), c + kk);
     }
   }
 }
@@ -160,13 +163,16 @@ __device__ __forceinline__ void IssueScores(uint32_t q, uint32_t kv, float (&s)[
 // (4 column chunks kKvChunk apart, 8-token groups 1024 apart); a k16 step is 16 tokens.
 __device__ __forceinline__ void IssuePv(uint32_t p_hi, uint32_t p_lo, uint32_t kv, int half,
                                         float (&o)[128]) {
+  const uint64_t v0 =
+      MatrixDesc(kv + 4 * half * SmemSm90::kKvChunk, SmemSm90::kKvChunk, 1024, kSwizzle128B);
+  const uint64_t hi0 = MatrixDesc(p_hi, kPLbo, kPSbo, kSwizzleNone);
+  const uint64_t lo0 = MatrixDesc(p_lo, kPLbo, kPSbo, kSwizzleNone);
 #pragma unroll
   for (int kk = 0; kk < SmemSm90::kTokens / 16; ++kk) {
-    const uint64_t v = MatrixDesc(kv + 4 * half * SmemSm90::kKvChunk + kk * 16 * 128,
-                                  SmemSm90::kKvChunk, 1024, kSwizzle128B);
-    const uint32_t step = kk * 2 * kPLbo;
-    WgmmaM64N256K16TransB(o, MatrixDesc(p_hi + step, kPLbo, kPSbo, kSwizzleNone), v, 1);
-    WgmmaM64N256K16TransB(o, MatrixDesc(p_lo + step, kPLbo, kPSbo, kSwizzleNone), v, 1);
+    const uint64_t v = v0 + ((kk * 16 * 128) >> 4);
+    const uint32_t step = (kk * 2 * kPLbo) >> 4;
+    WgmmaM64N256K16TransB(o, hi0 + step, v, 1);
+    WgmmaM64N256K16TransB(o, lo0 + step, v, 1);
   }
 }
 
@@ -234,12 +240,20 @@ __device__ inline void RunItemSm90(const MlaDecodeParams& p, const Item& it, uin
       PinAccumulators(o);
 
       // Mask and the online softmax over the block's 32 tokens (quad-wide rows).
-      const int64_t j0 = it.begin + static_cast<int64_t>(i) * L::kTokens + 2 * quad;
+      // Tokens of the block each row sees: [0, lim[h]) (token t of the block is kv position
+      // begin + 32 i + t).
+      const int64_t j_blk = it.begin + static_cast<int64_t>(i) * L::kTokens;
+      int lim[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t d = vend[h] - j_blk;
+        lim[h] = d < 0 ? 0 : d > L::kTokens ? L::kTokens : static_cast<int>(d);
+      }
       float mx[2] = {NegInf(), NegInf()};
 #pragma unroll
       for (int e = 0; e < 16; ++e) {
         const int h = (e >> 1) & 1;
-        s[e] = j0 + 8 * (e >> 2) + (e & 1) < vend[h] ? s[e] * scale_log2 : NegInf();
+        s[e] = 8 * (e >> 2) + 2 * quad + (e & 1) < lim[h] ? s[e] * scale_log2 : NegInf();
         mx[h] = MaxF(mx[h], s[e]);
       }
       float m_use[2], alpha[2];
@@ -254,8 +268,11 @@ __device__ inline void RunItemSm90(const MlaDecodeParams& p, const Item& it, uin
       ScaleRows(o, alpha[0], alpha[1]);
 
       // Publish P (hi into the slot's rope chunk, dead once S is done; lo into buffer n % 2,
-      // free once warpgroup 1's P V of block n-2 is) and the rescale factors.
-      if (i >= 2) MbarWait(pv1_done(n), ((n - 2) >> 1) & 1);
+      // free once warpgroup 1's P V of block n-2 is) and the rescale factors. Every phase of
+      // pv1_done is waited for, also across items (where it has long completed), so that
+      // no phase can complete twice unseen (and compute-sanitizer synccheck sees no arrive
+      // on an unwaited phase).
+      if (n >= 2) MbarWait(pv1_done(n), ((n - 2) >> 1) & 1);
       uint8_t* p_hi = smem + slot_of(n) + 8 * L::kKvChunk;
       uint8_t* p_lo = smem + L::kPLo + (n & 1) * L::kPBytes;
 #pragma unroll

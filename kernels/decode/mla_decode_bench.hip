@@ -14,12 +14,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "kernels/decode/mla_decode.h"
 #include "kernels/decode/mla_decode_bench_harness.h"
+#include "kernels/decode/peer_timings.h"
 #include "kernels/platform/hip_runtime.h"
 #include "metadata/batch.h"
 #include "metadata/planner.h"
@@ -130,9 +133,25 @@ struct Filter {
   std::string dtype;
   int heads = 0, qlen = 0, batch = 0, ctx = 0;
   bool once = false;
+  std::string peer_json;  // --peer FILE: FlashMLA's flashmla.json from the same device call
 };
 
 int Main(const Filter& filter) {
+  std::vector<bench::PeerTiming> peer;
+  if (!filter.peer_json.empty()) {
+    std::ifstream in(filter.peer_json);
+    std::stringstream text;
+    text << in.rdbuf();
+    absl::StatusOr<std::vector<bench::PeerTiming>> parsed =
+        in ? bench::ParsePeerTimings(text.str())
+           : absl::NotFoundError("cannot read " + filter.peer_json);
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "--peer: %s\n", std::string(parsed.status().message()).c_str());
+      return 2;
+    }
+    peer = *std::move(parsed);
+    std::printf("peer timings: %zu rows from %s\n", peer.size(), filter.peer_json.c_str());
+  }
   hipDeviceProp_t prop;
   CHECK_HIP(hipGetDeviceProperties(&prop, 0));
   const int num_cu = prop.multiProcessorCount;
@@ -225,9 +244,12 @@ int Main(const Filter& filter) {
   // sim_us: the simulator's predicted decode time (makespan of the plan under the sm90
   // registry's calibrated costs); sim_err: (sim_us - decode_us) / decode_us.
   // blocks: persistent decode blocks (the plan's CUs; 2 an SM for 16-row tiles).
-  std::printf("%-10s %-5s %5s %6s %4s %4s %6s %6s %6s %10s %10s %10s %8s %9s %8s %9s %8s\n", "kind",
-              "dtype", "batch", "ctx", "H", "qlen", "blocks", "items", "splits", "decode_us",
-              "reduce_us", "total_us", "TB/s", "TFLOP/s", "reduce%", "sim_us", "sim_err");
+  // peer_us / x_peer (--peer): FlashMLA's median time for the shape (dense: bf16; sparse: its
+  // fp8 topk-2048 row) and peer_us / total_us (> 1: mlaps faster).
+  std::printf("%-10s %-5s %5s %6s %4s %4s %6s %6s %6s %10s %10s %10s %8s %9s %8s %9s %8s %9s %7s\n",
+              "kind", "dtype", "batch", "ctx", "H", "qlen", "blocks", "items", "splits",
+              "decode_us", "reduce_us", "total_us", "TB/s", "TFLOP/s", "reduce%", "sim_us",
+              "sim_err", "peer_us", "x_peer");
   for (const Row& r : rows) {
     char sim[32] = "-", err[32] = "-";
     if (r.predicted_us >= 0) {
@@ -235,12 +257,19 @@ int Main(const Filter& filter) {
       std::snprintf(err, sizeof(err), "%+.1f%%",
                     100.0 * (r.predicted_us - r.decode_us) / r.decode_us);
     }
+    char peer_us[32] = "-", ratio[32] = "-";
+    const bool sparse = r.kind != "dense";
+    if (const bench::PeerTiming* t = bench::FindPeerTiming(peer, sparse, r.batch, r.ctx, r.heads,
+                                                           r.qlen, sparse ? 2048 : 0)) {
+      std::snprintf(peer_us, sizeof(peer_us), "%.1f", t->median_us);
+      std::snprintf(ratio, sizeof(ratio), "%.2f", t->median_us / r.total_us);
+    }
     std::printf(
         "%-10s %-5s %5d %6d %4d %4d %6d %6d %6d %10.1f %10.1f %10.1f %8.2f %9.1f %7.1f%% %9s "
-        "%8s\n",
+        "%8s %9s %7s\n",
         r.kind.c_str(), r.dtype.c_str(), r.batch, r.ctx, r.heads, r.qlen, r.blocks, r.items,
         r.splits, r.decode_us, r.reduce_us, r.total_us, r.tbps, r.tflops,
-        r.decode_us > 0 ? 100.0 * r.reduce_us / r.decode_us : 0.0, sim, err);
+        r.decode_us > 0 ? 100.0 * r.reduce_us / r.decode_us : 0.0, sim, err, peer_us, ratio);
   }
   return 0;
 }
@@ -254,6 +283,8 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg == "--once") {
       filter.once = true;
+    } else if (arg == "--peer" && i + 1 < argc) {
+      filter.peer_json = argv[++i];
     } else if (arg == "--only" && i + 1 < argc) {
       char dtype[8] = {0};
       if (std::sscanf(argv[++i], "%7[a-z0-9],%d,%d,%d,%d", dtype, &filter.heads, &filter.qlen,
@@ -264,7 +295,9 @@ int main(int argc, char** argv) {
       filter.dtype = dtype;
       filter.any = false;
     } else {
-      std::fprintf(stderr, "usage: %s [--only DTYPE,H,QLEN,BATCH,CTX] [--once]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--only DTYPE,H,QLEN,BATCH,CTX] [--once] [--peer flashmla.json]\n",
+                   argv[0]);
       return 2;
     }
   }

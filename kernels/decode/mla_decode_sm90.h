@@ -72,7 +72,7 @@ constexpr int kSm90WgThreads = 128;
 
 #if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
 // =============================================================================================
-// Device code (NVIDIA device pass only).
+// Device code (NVIDIA device pass, and the CPU emulation of tests/kernels/emu).
 // =============================================================================================
 
 // ---- Layouts -------------------------------------------------------------------------------
@@ -387,7 +387,7 @@ __device__ inline void RunItemSm90(const MlaDecodeParams& p, const Item& it, uin
 #endif  // __CUDA_ARCH__ || MLAPS_HOST_EMULATION
 
 // The sm90 decode kernel: the item walk of every path around RunItemSm90 (bf16, 64-row
-// tiles). Its body exists in the NVIDIA device pass only.
+// tiles). Its body exists in the NVIDIA device pass and the CPU emulation only.
 __global__ void __launch_bounds__(kSm90Threads, 1) MlaDecodeSm90Kernel(const MlaDecodeParams p) {
 #if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
   uint8_t* smem = DynamicSmem();

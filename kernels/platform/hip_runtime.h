@@ -99,6 +99,9 @@ inline hipError_t hipEventRecord(hipEvent_t e, hipStream_t s = nullptr) {
   return cudaEventRecord(e, s);
 }
 inline hipError_t hipEventSynchronize(hipEvent_t e) { return cudaEventSynchronize(e); }
+inline hipError_t hipStreamWaitEvent(hipStream_t s, hipEvent_t e, unsigned flags = 0) {
+  return cudaStreamWaitEvent(s, e, flags);
+}
 inline hipError_t hipEventElapsedTime(float* ms, hipEvent_t a, hipEvent_t b) {
   return cudaEventElapsedTime(ms, a, b);
 }

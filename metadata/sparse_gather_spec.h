@@ -1,7 +1,7 @@
 // The sparse KV index gather of the DSA MTP per-token layout (sparse_layout.h), specified once.
 // Two implementations follow this contract bit for bit: the CPU model (sim/sparse_gather.h)
-// and the HIP kernel (kernels/sparse_gather/sparse_gather.h); tests/kernels/sparse_gather/sparse_gather_test.hip compares
-// every output word of the two.
+// and the HIP kernel (kernels/sparse_gather/sparse_gather.h);
+// tests/kernels/sparse_gather/sparse_gather_test.hip compares every output word of the two.
 //
 // ---- Inputs (T tokens, topk columns, B requests; all int32) ---------------------------------
 //   topk_indices      [T, topk]  request-local kv positions each token selected; -1 padded

@@ -1,6 +1,6 @@
 // The CPU model of the sparse KV index gather (contract: metadata/sparse_gather_spec.h),
-// word for word what the HIP kernel (kernels/sparse_gather/sparse_gather.h) writes; plus the step from a
-// gather's outputs to the batch a decode consumes.
+// word for word what the HIP kernel (kernels/sparse_gather/sparse_gather.h) writes; plus the step
+// from a gather's outputs to the batch a decode consumes.
 #ifndef MLAPS_SIM_SPARSE_GATHER_H_
 #define MLAPS_SIM_SPARSE_GATHER_H_
 

@@ -8,8 +8,8 @@
 // into a CUDA/HIP graph: everything that changes per step is read from device memory at run
 // time; the dims and pointers are static per graph.
 //
-// Implementation (kernels/sparse_gather/sparse_gather.hip): one thread block of 256 threads per token.
-// The row is staged in shared memory; duplicates are found with a bucket filter (one
+// Implementation (kernels/sparse_gather/sparse_gather.hip): one thread block of 256 threads per
+// token. The row is staged in shared memory; duplicates are found with a bucket filter (one
 // atomicOr per column) and, for the columns whose bucket is shared, an exact shared-memory
 // hash table (position -> first column, atomicCAS + atomicMin, so the answer does not depend
 // on thread timing); kept entries are compacted in column order with warp ballots and one

@@ -69,7 +69,7 @@ typedef struct {
   int32_t fixed_overhead;      /* -1: max(1, ceil(16 / page_size)) */
   int32_t max_split_per_batch; /* 0: no limit */
   int32_t policy;
-  int32_t lse; /* the caller needs LSE (restricts the variant) */
+  int32_t lse;           /* the caller needs LSE (restricts the variant) */
   int32_t max_seqlen_qo; /* > 0: every request's qlen must be <= this (AITER's argument) */
   int32_t uni_seqlen_qo; /* > 0: every request's qlen must equal this */
 } mlaps_plan_options;

@@ -18,6 +18,7 @@
 #include "metadata/types.h"
 #include "sim/decode_case.h"
 #include "sim/numerics.h"
+#include "tests/kernels/decode/mla_decode_testing.h"
 
 namespace mlaps::cp_testing {
 
@@ -59,21 +60,8 @@ inline std::vector<RankCase> AllCases(const std::vector<int>& long_lens) {
   return out;
 }
 
-// Q / KV values (floats holding exact bf16 or fp8 values) as the kernel's element bytes.
-inline std::vector<uint8_t> ToKernelBytes(const std::vector<float>& x, DType dtype) {
-  std::vector<uint8_t> out;
-  if (dtype == DType::kFp8) {
-    out.resize(x.size());
-    for (size_t i = 0; i < x.size(); ++i) out[i] = sim::FloatToFp8Bits(x[i], Fp8Format::kE4m3fn);
-  } else {
-    out.resize(2 * x.size());
-    for (size_t i = 0; i < x.size(); ++i) {
-      const uint16_t b = sim::FloatToBf16Bits(x[i]);
-      std::memcpy(&out[2 * i], &b, 2);
-    }
-  }
-  return out;
-}
+// Q / KV values as the kernels' element bytes: the decode tests' conversion.
+using testing::ToDeviceBytes;
 
 }  // namespace mlaps::cp_testing
 

@@ -56,7 +56,7 @@ struct Prepared {
 
 void Prepare(Prepared& p, uint64_t seed) {
   p.gc = p.rc.Case(seed);
-  p.q_bytes = cp_testing::ToKernelBytes(p.gc.q, p.gc.batch.q_dtype);
+  p.q_bytes = cp_testing::ToDeviceBytes(p.gc.q, p.gc.batch.q_dtype);
   for (int r = 0; r < p.rc.world; ++r) {
     absl::StatusOr<cp::CpRankSetup> s =
         cp::MakeCpRankSetup(p.gc.batch, p.gc.kv_indices, p.rc.Sharding(), r);
@@ -67,7 +67,7 @@ void Prepare(Prepared& p, uint64_t seed) {
     const std::vector<float> own = cp::GatherShardCache(*s, p.gc.kv_cache);
     p.num_pages.push_back(static_cast<int64_t>(own.size()) /
                           (int64_t{p.rc.interleave} * kHeadDimQk));
-    p.kv_bytes.push_back(cp_testing::ToKernelBytes(own, p.gc.batch.kv_dtype));
+    p.kv_bytes.push_back(cp_testing::ToDeviceBytes(own, p.gc.batch.kv_dtype));
     // The host planner on the same resolved inputs, into capacity-sized buffers.
     const PlanCapacity& c = s->capacity;
     std::vector<int32_t> bufs[6] = {

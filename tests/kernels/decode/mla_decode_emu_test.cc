@@ -39,11 +39,7 @@ namespace mlaps {
 namespace {
 
 using testing::BatchArena;
-using testing::DecodePointers;
 using testing::PlanArena;
-
-constexpr uint32_t kPoisonF32 = 0xffffffffu;  // NaN
-constexpr uint16_t kPoisonBf16 = 0xffff;      // NaN
 
 WorkPlan Plan(const Batch& batch, int num_cu, int fixed_overhead = 1) {
   PlanOptions options;
@@ -61,55 +57,15 @@ struct EmuResult {
   std::string error;
 };
 
-float PoisonFloat() {
-  float f;
-  std::memcpy(&f, &kPoisonF32, 4);
-  return f;
-}
-
 // Runs decode (+ reduce) for `c` under `plan` in the emulation; `mutate` may break the
 // plan's device copy (status tests). o_fp32: final O written as fp32 (MlaDecodeParams::o_fp32).
 EmuResult RunEmulated(const sim::DecodeCase& c, const WorkPlan& plan, int warps,
-                      void (*mutate)(std::vector<int32_t>& batch_words, const BatchArena&,
-                                     std::vector<int32_t>& plan_words, const PlanArena&) = nullptr,
+                      testing::HostDecodeRun::Mutate mutate = nullptr,
                       const testing::CpRank* cp = nullptr, bool o_fp32 = false) {
-  const Batch& batch = c.batch;
-  const bool fp8 = batch.q_dtype == DType::kFp8;
-  std::vector<uint8_t> q = testing::ToDeviceBytes(c.q, batch.q_dtype);
-  std::vector<uint8_t> kv = testing::ToDeviceBytes(c.kv_cache, batch.kv_dtype);
-  BatchArena ba = testing::PackBatch(batch, c.kv_indices, cp);
-  PlanArena pa = testing::PackPlan(plan);
-  if (mutate != nullptr) mutate(ba.words, ba, pa.words, pa);
-  const int64_t partial_rows = testing::PartialRowsFor(plan);
-  const int64_t hg = batch.num_heads / plan.head_fold;
-  const int64_t total_q = batch.total_q_tokens();
-  std::vector<uint16_t> o(o_fp32 ? 0 : total_q * batch.num_heads * kHeadDimV, kPoisonBf16);
-  std::vector<float> o32(o_fp32 ? total_q * batch.num_heads * kHeadDimV : 0, PoisonFloat());
-  std::vector<float> lse(total_q * batch.num_heads, PoisonFloat());
-  std::vector<float> partial_o(partial_rows * hg * kHeadDimV, PoisonFloat());
-  std::vector<float> partial_lse(partial_rows * hg, PoisonFloat());
-  std::vector<MlaTraceEntry> trace(std::max(1, plan.num_works()));
-  std::vector<int32_t> counts(plan.num_cu, -1);
-  MlaStatus status{};
-  DecodePointers d;
-  d.q = q.data();
-  d.kv = kv.data();
-  d.batch = ba.words.data();
-  d.plan = pa.words.data();
-  d.o = o_fp32 ? nullptr : o.data();
-  d.o_fp32 = o_fp32 ? o32.data() : nullptr;
-  d.lse = lse.data();
-  d.partial_o = partial_o.data();
-  d.partial_lse = partial_lse.data();
-  d.status = &status;
-  d.trace = trace.data();
-  d.trace_counts = counts.data();
-  const int64_t num_pages =
-      static_cast<int64_t>(c.kv_cache.size()) / (int64_t{batch.page_size} * kHeadDimQk);
-  MlaDecodeParams p = testing::DecodeParamsFor(batch, plan, ba, pa, num_pages, c.q_scale,
-                                               c.kv_scale, partial_rows, d);
-  p.trace_clocks = true;
-  MlaReduceParams rp = testing::ReduceParamsFor(batch, plan, ba, pa, partial_rows, d);
+  const bool fp8 = c.batch.q_dtype == DType::kFp8;
+  testing::HostDecodeRun run(c, plan, cp, o_fp32, mutate);
+  MlaDecodeParams& p = run.decode;
+  const MlaReduceParams& rp = run.reduce;
   EmuResult r;
   if (warps == 16) p.block_threads = 512;
     // The launcher's choice: the compact layout (two blocks an SM) for tiles of <= 16 rows.
@@ -135,10 +91,10 @@ EmuResult RunEmulated(const sim::DecodeCase& c, const WorkPlan& plan, int warps,
     r.error = mlaps_emu::Launch(dim3(rp.reduce_tiles_capacity, mla::kReduceRowSplit),
                                 dim3(mla::kReduceThreads), 0, [&] { mla::MlaReduceKernel(rp); });
   }
-  r.o = o_fp32 ? o32 : testing::Bf16ToFloats(o);
-  r.lse = lse;
-  r.status = status;
-  r.trace = testing::TraceFromKernel(plan, trace, counts);
+  r.o = run.O();
+  r.lse = run.Lse();
+  r.status = run.Status();
+  r.trace = run.Trace();
   return r;
 }
 

@@ -111,6 +111,89 @@ inline sim::Trace TraceFromKernel(const WorkPlan& plan, const std::vector<MlaTra
   return trace;
 }
 
+// Poison for outputs: NaN in fp32 and bf16, so an element no kernel wrote cannot pass.
+constexpr uint32_t kPoisonF32 = 0xffffffffu;
+constexpr uint16_t kPoisonBf16 = 0xffff;
+inline float PoisonFloat() {
+  float f;
+  std::memcpy(&f, &kPoisonF32, 4);
+  return f;
+}
+
+// One decode + reduce run of `c` under `plan` in host memory (the CPU emulation): the inputs
+// in the kernels' formats, every output poisoned, and the params pointing at them. Holds the
+// buffers the params point into, so it is neither copied nor moved. `mutate` may break the
+// batch / plan words before the params are made (status tests).
+class HostDecodeRun {
+ public:
+  using Mutate = void (*)(std::vector<int32_t>& batch_words, const BatchArena&,
+                          std::vector<int32_t>& plan_words, const PlanArena&);
+  HostDecodeRun(const sim::DecodeCase& c, const WorkPlan& plan, const CpRank* cp, bool o_fp32,
+                Mutate mutate = nullptr)
+      : plan_(plan),
+        o_fp32_(o_fp32),
+        q_(ToDeviceBytes(c.q, c.batch.q_dtype)),
+        kv_(ToDeviceBytes(c.kv_cache, c.batch.kv_dtype)),
+        ba_(PackBatch(c.batch, c.kv_indices, cp)),
+        pa_(PackPlan(plan)) {
+    const Batch& batch = c.batch;
+    if (mutate != nullptr) mutate(ba_.words, ba_, pa_.words, pa_);
+    const int64_t partial_rows = PartialRowsFor(plan);
+    const int64_t hg = batch.num_heads / plan.head_fold;
+    const int64_t o_elems = batch.total_q_tokens() * batch.num_heads * kHeadDimV;
+    o_.assign(o_fp32 ? 0 : o_elems, kPoisonBf16);
+    o32_.assign(o_fp32 ? o_elems : 0, PoisonFloat());
+    lse_.assign(batch.total_q_tokens() * batch.num_heads, PoisonFloat());
+    partial_o_.assign(partial_rows * hg * kHeadDimV, PoisonFloat());
+    partial_lse_.assign(partial_rows * hg, PoisonFloat());
+    trace_.resize(std::max(1, plan.num_works()));
+    counts_.assign(plan.num_cu, -1);
+    DecodePointers d;
+    d.q = q_.data();
+    d.kv = kv_.data();
+    d.batch = ba_.words.data();
+    d.plan = pa_.words.data();
+    d.o = o_fp32 ? nullptr : o_.data();
+    d.o_fp32 = o_fp32 ? o32_.data() : nullptr;
+    d.lse = lse_.data();
+    d.partial_o = partial_o_.data();
+    d.partial_lse = partial_lse_.data();
+    d.status = &status_;
+    d.trace = trace_.data();
+    d.trace_counts = counts_.data();
+    const int64_t num_pages =
+        static_cast<int64_t>(c.kv_cache.size()) / (int64_t{batch.page_size} * kHeadDimQk);
+    decode = ::mlaps::testing::DecodeParamsFor(batch, plan, ba_, pa_, num_pages, c.q_scale,
+                                               c.kv_scale, partial_rows, d);
+    decode.trace_clocks = true;
+    reduce = ReduceParamsFor(batch, plan, ba_, pa_, partial_rows, d);
+  }
+  HostDecodeRun(const HostDecodeRun&) = delete;
+  HostDecodeRun& operator=(const HostDecodeRun&) = delete;
+
+  MlaDecodeParams decode;  // adjust (block shape, path) before the launch
+  MlaReduceParams reduce;
+
+  // After the launches: final O as floats (bf16 values, or fp32 with o_fp32), LSE, status and
+  // the kernel's trace.
+  std::vector<float> O() const { return o_fp32_ ? o32_ : Bf16ToFloats(o_); }
+  const std::vector<float>& Lse() const { return lse_; }
+  const MlaStatus& Status() const { return status_; }
+  sim::Trace Trace() const { return TraceFromKernel(plan_, trace_, counts_); }
+
+ private:
+  const WorkPlan& plan_;
+  bool o_fp32_;
+  std::vector<uint8_t> q_, kv_;
+  BatchArena ba_;
+  PlanArena pa_;
+  std::vector<uint16_t> o_;
+  std::vector<float> o32_, lse_, partial_o_, partial_lse_;
+  std::vector<MlaTraceEntry> trace_;
+  std::vector<int32_t> counts_;
+  MlaStatus status_{};
+};
+
 }  // namespace mlaps::testing
 
 #endif  // MLAPS_TESTS_KERNELS_MLA_DECODE_TESTING_H_

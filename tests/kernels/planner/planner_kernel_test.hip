@@ -1,8 +1,8 @@
-// The GPU planner (kernels/planner/planner_kernel.h) against the host planner (PlanDecodeInto): every
-// output array byte for byte over representative and thousands of random batches, in each
-// way the kernel can walk the CUs; the first input error and the first too-small buffer the
-// host reports; outputs untouched on error and never written past a capacity (guard words);
-// replay inside a graph.
+// The GPU planner (kernels/planner/planner_kernel.h) against the host planner (PlanDecodeInto):
+// every output array byte for byte over representative and thousands of random batches, in each way
+// the kernel can walk the CUs; the first input error and the first too-small buffer the host
+// reports; outputs untouched on error and never written past a capacity (guard words); replay
+// inside a graph.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>

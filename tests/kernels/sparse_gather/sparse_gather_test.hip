@@ -1,8 +1,8 @@
-// The GPU sparse gather (kernels/sparse_gather/sparse_gather.h) against the CPU model (sim/sparse_gather.h),
-// every output word compared: hand examples, adversarial rows (all -1, all out of range,
-// topk > L_j, padded rows, duplicates, negative block-table entries, malformed flat ranges,
-// every row error), random batches in both map forms at page sizes 1, 16 and 64, topk from 1
-// to 4096, T up to 16384 at topk 2048. Outputs are poisoned before each run and surrounded by
+// The GPU sparse gather (kernels/sparse_gather/sparse_gather.h) against the CPU model
+// (sim/sparse_gather.h), every output word compared: hand examples, adversarial rows (all -1, all
+// out of range, topk > L_j, padded rows, duplicates, negative block-table entries, malformed flat
+// ranges, every row error), random batches in both map forms at page sizes 1, 16 and 64, topk from
+// 1 to 4096, T up to 16384 at topk 2048. Outputs are poisoned before each run and surrounded by
 // guard words: the GPU must write exactly the words the CPU writes (every counts / dense /
 // status word, every span word) and leave the rest (guards, spare packed capacity) alone.
 // Also: unaligned buffers (scalar paths), host API errors (nothing written), graph replay.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "metadata/capacity.h"
@@ -81,7 +82,46 @@ absl::StatusOr<PlanOptions> ResolveOptions(const Batch& batch, const PlanOptions
     return absl::InvalidArgumentError(absl::StrCat("max_split_per_batch = ", o.max_split_per_batch,
                                                    ": must be >= 0 (0: no limit)"));
   }
+  if (o.kv_lanes == 0) o.kv_lanes = DefaultKvLanes(batch.arch);
+  if (o.kv_lanes < 1 || o.kv_lanes > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kv_lanes = ", o.kv_lanes, ": must be in [1, 64] (0: the arch's default)"));
+  }
   return o;
+}
+
+int DefaultKvLanes(Arch) { return 1; }  // until the GPU planner walks lanes too
+
+int KvLanes(absl::Span<const QoTile> tiles, int num_cu, int max_lanes) {
+  // M: the tiles with kv of each request that has any (tiles come request by request).
+  int m = 0;
+  for (size_t i = 0; i < tiles.size();) {
+    size_t j = i;
+    int with_kv = 0;
+    for (; j < tiles.size() && tiles[j].b == tiles[i].b; ++j) with_kv += tiles[j].kv_tokens > 0;
+    if (with_kv > 0) {
+      if (m != 0 && with_kv != m) return 1;
+      m = with_kv;
+    }
+    i = j;
+  }
+  for (int d = std::min(max_lanes, m); d > 1; --d) {
+    if (m % d == 0 && num_cu % d == 0) return d;
+  }
+  return 1;
+}
+
+std::vector<QoTile> LaneMajorTiles(std::vector<QoTile> tiles, int lanes) {
+  if (lanes <= 1) return tiles;
+  int32_t index = 0;  // the tile's index inside its request
+  for (size_t i = 0; i < tiles.size(); ++i) {
+    index = i > 0 && tiles[i].b == tiles[i - 1].b ? index + 1 : 0;
+    // Tiles without kv (requests without pages) get no work: last, in a lane of their own.
+    tiles[i].lane = tiles[i].kv_tokens > 0 ? index % lanes : lanes;
+  }
+  std::stable_sort(tiles.begin(), tiles.end(),
+                   [](const QoTile& a, const QoTile& b) { return a.lane < b.lane; });
+  return tiles;
 }
 
 std::vector<QoTile> BuildTiles(const Batch& batch, const ResolvedVariant& variant,
@@ -184,11 +224,44 @@ int64_t TotalCost(absl::Span<const QoTile> tiles, int64_t overhead) {
 }  // namespace
 
 std::vector<Assignment> AssignGreedyPayload(absl::Span<const QoTile> tiles,
-                                            const PlanOptions& options, int page_size) {
-  Walk walk(options, page_size, TotalCost(tiles, options.fixed_overhead));
+                                            const PlanOptions& options, int page_size, int lanes) {
   std::vector<Assignment> out;
-  for (int32_t i = 0; i < static_cast<int32_t>(tiles.size()); ++i) {
-    if (tiles[i].kv_tokens > 0) walk.Place(tiles[i], i, out);  // else O = 0, LSE = -inf
+  if (lanes <= 1) {
+    Walk walk(options, page_size, TotalCost(tiles, options.fixed_overhead));
+    for (int32_t i = 0; i < static_cast<int32_t>(tiles.size()); ++i) {
+      if (tiles[i].kv_tokens > 0) walk.Place(tiles[i], i, out);  // else O = 0, LSE = -inf
+    }
+    return out;
+  }
+  // Lanes: tile j of lane l is tiles[l * per_lane + j] (lane-major), the same request for every
+  // l. One walk over reference tiles (the least kv and the most q tokens of the lanes' j-th
+  // tiles) on num_cu / lanes CUs gives every lane the same pieces; a lane's last piece of a
+  // tile runs to that tile's own kv end (>= the reference's, so its tail still holds its
+  // tokens).
+  int32_t per_lane = 0;
+  while (per_lane < static_cast<int32_t>(tiles.size()) && tiles[per_lane].lane == 0) ++per_lane;
+  std::vector<QoTile> ref(tiles.begin(), tiles.begin() + per_lane);
+  for (int32_t j = 0; j < per_lane; ++j) {
+    int32_t tokens = ref[j].tokens();
+    for (int l = 1; l < lanes; ++l) {
+      const QoTile& t = tiles[l * per_lane + j];
+      ref[j].kv_tokens = std::min(ref[j].kv_tokens, t.kv_tokens);
+      tokens = std::max(tokens, t.tokens());
+    }
+    ref[j].qo_end = ref[j].qo_start + tokens;
+    ref[j].blocks = CeilDiv(ref[j].kv_tokens, options.kv_granularity);
+  }
+  PlanOptions lane_options = options;
+  lane_options.num_cu = options.num_cu / lanes;
+  Walk walk(lane_options, page_size, TotalCost(ref, options.fixed_overhead));
+  std::vector<Assignment> pieces;
+  for (int32_t j = 0; j < per_lane; ++j) walk.Place(ref[j], j, pieces);
+  for (int l = 0; l < lanes; ++l) {
+    for (const Assignment& a : pieces) {
+      const int32_t t = l * per_lane + a.tile;
+      const int64_t end = a.kv_end == ref[a.tile].kv_tokens ? tiles[t].kv_tokens : a.kv_end;
+      out.push_back({t, a.cu + l * lane_options.num_cu, a.kv_begin, end});
+    }
   }
   return out;
 }
@@ -264,11 +337,14 @@ absl::StatusOr<PlanSizes> PlanDecodeInto(const Batch& batch, const PlanOptions& 
   if (options.num_cu == 0) resolved->num_cu *= variant->blocks_per_cu;
   const PlanOptions& o = *resolved;
 
-  const std::vector<QoTile> tiles = BuildTiles(batch, *variant, o.kv_granularity);
+  std::vector<QoTile> tiles = BuildTiles(batch, *variant, o.kv_granularity);
+  const int lanes =
+      o.policy == PlanPolicy::kGreedyPayload ? KvLanes(tiles, o.num_cu, o.kv_lanes) : 1;
+  tiles = LaneMajorTiles(std::move(tiles), lanes);
   std::vector<Assignment> assignments;
   switch (o.policy) {
     case PlanPolicy::kGreedyPayload:
-      assignments = AssignGreedyPayload(tiles, o, batch.page_size);
+      assignments = AssignGreedyPayload(tiles, o, batch.page_size, lanes);
       break;
     case PlanPolicy::kLongestFirst:
       assignments = AssignLongestFirst(tiles, o, batch.page_size);
@@ -279,6 +355,7 @@ absl::StatusOr<PlanSizes> PlanDecodeInto(const Batch& batch, const PlanOptions& 
   PlanSizes sizes;
   sizes.variant = *variant;
   sizes.num_cu = o.num_cu;
+  sizes.kv_lanes = lanes;
   sizes.num_virtual_requests = batch.num_requests() * variant->head_fold;
   sizes.num_works = static_cast<int>(assignments.size());
   std::vector<int32_t> pieces_of_tile(tiles.size(), 0);
@@ -389,6 +466,7 @@ absl::StatusOr<WorkPlan> PlanDecode(const Batch& batch, const PlanOptions& optio
   plan.tokens_per_tile = sizes->variant.tokens_per_tile;
   plan.head_fold = sizes->variant.head_fold;
   plan.num_cu = sizes->num_cu;
+  plan.kv_lanes = sizes->kv_lanes;
   plan.qo_indptr.resize(sizes->num_virtual_requests + 1);
   plan.work_indptr.resize(sizes->num_cu + 1);  // the capacity may cover a larger default grid
   plan.work_info.resize(sizes->num_works);

@@ -40,7 +40,20 @@ struct PlanOptions {
   int max_split_per_batch = 0;  // most pieces per qo tile; 0: no limit beyond num_cu
   PlanPolicy policy = PlanPolicy::kGreedyPayload;
   bool lse = false;  // the caller needs LSE (restricts the variant)
+  // Most kv lanes (KvLanes below) for greedy_payload; 0: the arch's default
+  // (DefaultKvLanes: sm90 kMaxKvLanes, AMD 1, as AITER plans); 1: none.
+  int kv_lanes = 0;
 };
+
+// kv lanes: when every request with kv has the same number M of qo tiles (uniform qlen; H = 128
+// folds into 2 head groups), the greedy walk runs once per lane on its own CU group
+// [l * num_cu / L, (l + 1) * num_cu / L) over the tiles whose index inside their request is
+// l mod L (the tile order becomes lane-major). The groups' walks are alike, so the CUs
+// that read one request's kv do so at the same time and all but one read hit the L2 instead
+// of HBM (the decode of H = 128 or qlen > 64 / H reads the kv once). L is the largest
+// divisor of M that also divides num_cu, at most the option's cap; otherwise 1.
+inline constexpr int kMaxKvLanes = 8;
+int DefaultKvLanes(Arch arch);
 
 // One qo tile: `tokens` q tokens of virtual request v (head group g of request b) and the kv
 // tokens [0, kv_tokens) of request b it must attend (causally trimmed in dense MTP mode).
@@ -52,8 +65,13 @@ struct QoTile {
   int64_t kv_tokens;         // visible kv tokens (request-local, from position 0)
   int64_t kv_len;            // the request's kv length L
   int64_t blocks;            // cost: ceil(kv_tokens / kv_granularity)
+  int32_t lane = 0;          // kv lane (LaneMajorTiles); 0 without lanes
   int32_t tokens() const { return qo_end - qo_start; }
 };
+
+// The kv lanes of a plan over `tiles` (request order, BuildTiles) on num_cu CUs (see
+// PlanOptions::kv_lanes), at most max_lanes (>= 1).
+int KvLanes(absl::Span<const QoTile> tiles, int num_cu, int max_lanes);
 
 // A contiguous kv piece of a tile assigned to one CU: request-local kv tokens
 // [kv_begin, kv_end).
@@ -72,14 +90,22 @@ VariantQuery VariantQueryOf(const Batch& batch, bool lse);
 // Errors: InvalidArgument naming the option and value.
 absl::StatusOr<PlanOptions> ResolveOptions(const Batch& batch, const PlanOptions& options);
 
-// The qo tiles of a (validated) batch under a resolved variant, in plan order.
+// The qo tiles of a (validated) batch under a resolved variant, in request order (request,
+// head group, token tile).
 std::vector<QoTile> BuildTiles(const Batch& batch, const ResolvedVariant& variant,
                                int kv_granularity);
 
+// The tiles reordered lane-major for `lanes` kv lanes (lane l: every request's tiles with index
+// l mod lanes inside the request, in request order); the plan order. lanes = 1: unchanged.
+std::vector<QoTile> LaneMajorTiles(std::vector<QoTile> tiles, int lanes);
+
 // Policies: assign every tile with kv_tokens > 0 to CUs as pieces. Pieces of one tile are
 // emitted in kv order; split boundaries are multiples of max(kv_granularity, page_size).
+// Greedy payload with lanes > 1 takes the tiles lane-major (LaneMajorTiles) and walks each
+// lane's equal share of them on its CU group (num_cu must be a multiple of lanes).
 std::vector<Assignment> AssignGreedyPayload(absl::Span<const QoTile> tiles,
-                                            const PlanOptions& options, int page_size);
+                                            const PlanOptions& options, int page_size,
+                                            int lanes = 1);
 
 std::vector<Assignment> AssignLongestFirst(absl::Span<const QoTile> tiles,
                                            const PlanOptions& options, int page_size);
@@ -99,6 +125,7 @@ struct PlanBuffers {
 struct PlanSizes {
   ResolvedVariant variant;
   int num_cu = 0;
+  int kv_lanes = 1;              // KvLanes of the plan
   int num_virtual_requests = 0;  // B * head_fold
   int num_works = 0;
   int num_reduce_tiles = 0;

@@ -76,6 +76,7 @@ proto::PlanOptions OptionsToProto(const PlanOptions& o) {
   p.set_fixed_overhead(o.fixed_overhead);
   p.set_max_split_per_batch(o.max_split_per_batch);
   p.set_policy(std::string(PolicyName(o.policy)));
+  p.set_kv_lanes(o.kv_lanes);
   p.set_lse(o.lse);
   return p;
 }
@@ -85,6 +86,7 @@ absl::StatusOr<PlanOptions> OptionsFromProto(const proto::PlanOptions& p) {
   o.num_cu = p.num_cu();
   o.kv_granularity = p.kv_granularity();
   o.fixed_overhead = p.fixed_overhead();
+  o.kv_lanes = p.kv_lanes();
   o.max_split_per_batch = p.max_split_per_batch();
   absl::StatusOr<PlanPolicy> policy = ParsePolicy(p.policy());
   if (!policy.ok()) return policy.status();

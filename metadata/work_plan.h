@@ -35,6 +35,7 @@ struct WorkPlan {
   int tokens_per_tile = 1;  // q tokens per qo tile
   int head_fold = 1;        // r
   int num_cu = 0;
+  int kv_lanes = 1;  // the planner's kv lanes (metadata/planner.h); 1 for a plan read back
   std::vector<int32_t> qo_indptr;           // folded: [B*r + 1]
   std::vector<int32_t> work_indptr;         // [num_cu + 1]
   std::vector<WorkInfo> work_info;          // [work_indptr[num_cu]]

@@ -59,8 +59,11 @@ stage() {  # label list-file
   cp "$src" "$out/bin/$flat"
   if [ -d "$src.runfiles" ]; then
     cp -rL "$src.runfiles" "$out/bin/$flat.runfiles"
-    # Shared libraries travel once, in lib/ (NCCL not at all: the GPU machine has its own).
+    # Shared libraries travel once, in lib/ (NCCL not at all: the GPU machine has its own),
+    # and so does the binary (run.sh starts bin/FLAT; its runfiles copy would double the
+    # bundle, which must stay under the device tool's 64 MiB).
     find "$out/bin/$flat.runfiles" -depth -type d -name '_solib_*' -exec rm -rf {} +
+    rm -f "$out/bin/$flat.runfiles/mlaps/$pkg/$name"
   fi
   ldd "$src" | awk '/=> \//{print $1, $3}' | while read -r soname path; do
     if ! [[ $soname =~ $system_lib ]]; then cp -nL "$path" "$out/lib/$soname"; fi

@@ -57,14 +57,16 @@ enum MlaMask : int32_t {
   kMlaMaskCpRoundRobin = 2,
 };
 
-// NVIDIA decode kernels (MlaDecodeParams::path). Auto: the sm90 wgmma kernel
-// (mla_decode_sm90.h) for bf16 launches that use the 64-row layout with 256 threads, the
-// mma.sync kernel (mla_decode_device.h) for the rest (fp8, the compact 16-row layout, 512
-// threads). The same function either way.
+// NVIDIA decode kernels (MlaDecodeParams::path). Auto: on the 64-row layout (not the compact
+// 16-row one, 256 threads) the sm90 wgmma kernels, bf16 hi + lo P on bf16 tiles for bf16
+// (mla_decode_sm90_bf16.h) and f16 tiles for fp8 (mla_decode_sm90.h); the mma.sync kernel
+// (mla_decode_device.h) for the rest (the compact layout, 512 threads). The same function
+// every way.
 enum MlaDecodePath : int32_t {
   kMlaPathAuto = 0,
-  kMlaPathMmaSync = 1,  // the mma.sync kernel for every launch
-  kMlaPathWgmma = 2,    // the wgmma kernel; rejected where it does not apply (see above)
+  kMlaPathMmaSync = 1,   // the mma.sync kernel for every launch
+  kMlaPathWgmma = 2,     // the wgmma kernel of the dtype (as auto on the 64-row layout)
+  kMlaPathWgmmaF16 = 3,  // the f16-tile wgmma kernel for bf16 as well (mla_decode_sm90.h)
 };
 
 // The status word. The first error any block meets wins (atomic compare-and-swap on code);
@@ -88,6 +90,9 @@ enum MlaStatusCode : int32_t {
   kMlaBadReducePartial = 12,  // a reduce_partial_map row outside the partial buffers
   kMlaBadReduceCount = 13,    // the number of reduce tiles exceeds reduce_tiles_capacity
   kMlaBadTrace = 14,          // a trace slot past trace_capacity (the trace entry is dropped)
+  kMlaF16Range = 15,          // sm90 kernel, bf16 inputs: a Q or kv value of magnitude >= 65520
+                              // or an infinity (value: its bf16 bits without the sign). The
+                              // kernel computes in f16, which cannot hold it; that O is inf/NaN
 };
 
 struct MlaStatus {

@@ -1,10 +1,12 @@
 // Host launch API of the persistent MLA decode kernel and its reduce (mla_decode.h). The
 // device code lives in mla_decode_device.h (tensor-core path on NVIDIA, generic path on AMD).
 #include <atomic>
+#include <cstdint>
 
 #include "kernels/decode/mla_decode.h"
 #include "kernels/decode/mla_decode_device.h"
 #include "kernels/decode/mla_decode_sm90.h"
+#include "kernels/decode/mla_decode_sm90_bf16.h"
 #include "kernels/decode/mla_reduce_device.h"
 #include "kernels/platform/hip_runtime.h"
 
@@ -91,11 +93,18 @@ const char* MlaDecodeParamsError(const MlaDecodeParams& p) {
   if (p.block_threads != 0 && p.block_threads != 256 && p.block_threads != 512) {
     return "block_threads must be 0, 256 or 512";
   }
-  if (p.path != kMlaPathAuto && p.path != kMlaPathMmaSync && p.path != kMlaPathWgmma) {
-    return "path must be kMlaPathAuto, kMlaPathMmaSync or kMlaPathWgmma";
+  if (p.path != kMlaPathAuto && p.path != kMlaPathMmaSync && p.path != kMlaPathWgmma &&
+      p.path != kMlaPathWgmmaF16) {
+    return "path must be kMlaPathAuto, kMlaPathMmaSync, kMlaPathWgmma or kMlaPathWgmmaF16";
   }
-  if (p.path == kMlaPathWgmma && (!kMmaPath || p.dtype != kMlaBf16 || p.block_threads == 512)) {
-    return "path kMlaPathWgmma needs the NVIDIA build, bf16 and 256-thread blocks";
+  if ((p.path == kMlaPathWgmma || p.path == kMlaPathWgmmaF16) &&
+      (!kMmaPath || p.block_threads == 512)) {
+    return "the wgmma paths need the NVIDIA build and the default block threads";
+  }
+  // Row indices of Q and of the kv cache stay in int32 (the sm90 producer's addressing).
+  if (p.num_pages * p.page_size > INT32_MAX || p.num_q_tokens * p.num_heads > INT32_MAX) {
+    return "the kv cache (num_pages * page_size) and Q (num_q_tokens * num_heads) must hold "
+           "fewer than 2^31 rows";
   }
   return nullptr;
 }
@@ -143,24 +152,32 @@ bool UseCompact(const MlaDecodeParams& p) {
   return mla::UseCompactLayout(p, sms);
 }
 
-// Whether the sm90 wgmma kernel runs the launch (MlaDecodePath).
+// Whether an sm90 wgmma kernel runs the launch (MlaDecodePath), and which: the f16-tile one
+// (fp8, or bf16 when asked for) or the bf16 one.
 bool UseWgmma(const MlaDecodeParams& p) {
   if (!kMmaPath || p.path == kMlaPathMmaSync) return false;
-  if (p.path == kMlaPathWgmma) return true;
-  return p.dtype == kMlaBf16 && p.block_threads != 512 && !UseCompact(p);
+  if (p.path == kMlaPathWgmma || p.path == kMlaPathWgmmaF16) return true;
+  return p.block_threads != 512 && !UseCompact(p);
+}
+bool UseF16Tiles(const MlaDecodeParams& p) {
+  return p.dtype == kMlaFp8E4m3fn || p.path == kMlaPathWgmmaF16;
 }
 
 }  // namespace
 
 int64_t MlaDecodeSharedBytes(const MlaDecodeParams& p) {
   if (!kMmaPath) return 0;
-  if (UseWgmma(p)) return mla::SmemSm90::kBytes;
+  if (UseWgmma(p)) {
+    return UseF16Tiles(p) ? mla::SmemSm90::kBytes : mla::sm90_bf16::SmemSm90::kBytes;
+  }
   const bool fp8 = p.dtype == kMlaFp8E4m3fn;
   if (UseCompact(p)) {
     return fp8 ? mla::MmaLayout<true, 1>::kBytes : mla::MmaLayout<false, 1>::kBytes;
   }
   return fp8 ? mla::MmaLayout<true>::kBytes : mla::MmaLayout<false>::kBytes;
 }
+
+using Kernel = void (*)(MlaDecodeParams);
 
 int LaunchMlaDecode(const MlaDecodeParams& params, void* stream) {
   if (MlaDecodeParamsError(params) != nullptr) return hipErrorInvalidValue;
@@ -169,17 +186,21 @@ int LaunchMlaDecode(const MlaDecodeParams& params, void* stream) {
   const int threads = params.block_threads != 0 ? params.block_threads : kDefaultThreads;
   const bool wide = threads == 512;
   const bool compact = UseCompact(params);
-  using Kernel = void (*)(MlaDecodeParams);
   if (UseWgmma(params)) {
-    static std::atomic<bool> sm90_allowed{false};
-    if (!sm90_allowed.load(std::memory_order_acquire)) {
-      const hipError_t e =
-          hipFuncSetAttribute(reinterpret_cast<const void*>(mla::MlaDecodeSm90Kernel),
-                              hipFuncAttributeMaxDynamicSharedMemorySize, smem);
+    // [0: bf16 tiles (bf16), 1: f16 tiles for bf16, 2: f16 tiles for fp8]
+    static std::atomic<bool> sm90_allowed[3] = {false, false, false};
+    const int which = !UseF16Tiles(params) ? 0 : fp8 ? 2 : 1;
+    const Kernel sm90 = which == 0   ? mla::sm90_bf16::MlaDecodeSm90Kernel
+                        : which == 1 ? mla::MlaDecodeSm90Kernel<false>
+                                     : mla::MlaDecodeSm90Kernel<true>;
+    const int threads = which == 0 ? mla::sm90_bf16::kSm90Threads : mla::kSm90Threads;
+    if (!sm90_allowed[which].load(std::memory_order_acquire)) {
+      const hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(sm90),
+                                               hipFuncAttributeMaxDynamicSharedMemorySize, smem);
       if (e != hipSuccess) return e;
-      sm90_allowed.store(true, std::memory_order_release);
+      sm90_allowed[which].store(true, std::memory_order_release);
     }
-    hipLaunchKernelGGL(mla::MlaDecodeSm90Kernel, dim3(params.num_cu), dim3(mla::kSm90Threads), smem,
+    hipLaunchKernelGGL(sm90, dim3(params.num_cu), dim3(threads), smem,
                        static_cast<hipStream_t>(stream), params);
     return hipGetLastError();
   }

@@ -22,6 +22,7 @@
 
 #include "kernels/decode/mla_decode.h"
 #include "kernels/decode/mla_decode_bench_harness.h"
+#include "kernels/decode/mla_decode_device.h"
 #include "kernels/decode/peer_timings.h"
 #include "kernels/platform/hip_runtime.h"
 #include "metadata/batch.h"
@@ -57,7 +58,8 @@ double PredictedDecodeUs(const Batch& batch, const PlanOptions& options, const W
 struct Row {
   std::string kind;  // dense | sparse2048
   std::string dtype;
-  int batch, ctx, heads, qlen, items, splits, blocks;
+  std::string kernel;  // f16 | bf16 (the sm90 wgmma kernels) | mma (mla_decode.h's paths)
+  int batch, ctx, heads, qlen, items, splits, blocks, lanes;
   float decode_us, reduce_us, total_us;
   double tbps, tflops;
   double predicted_us;  // the simulator's makespan under the registry's calibrated costs; < 0: none
@@ -68,13 +70,24 @@ struct Row {
 // topk); pairs: (q token, kv token) pairs attended (dense: qlen x kv tokens). docs/design.md:
 // bytes = kv_rows x 576 x elem + q rows x 576 x elem + o rows x 512 x 2;
 // flops = pairs x H x (576 + 512) x 2.
+// How one shape is planned and run: kv_lanes for PlanOptions (0: the default); sm90_per_sm:
+// one block an SM and the sm90 kernel also where the default is the compact mma.sync layout.
+struct Setting {
+  int kv_lanes = 0;
+  bool sm90_per_sm = false;
+};
+
 bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const char* kind,
                  int batch_size, int ctx, int qlen, double kv_rows, double pairs,
                  const bench::DecodeBuffers& buffers, int num_cu, hipStream_t stream, bool once,
-                 std::vector<Row>* rows) {
+                 const Setting& setting, std::vector<Row>* rows) {
   const bool fp8 = batch.kv_dtype == DType::kFp8;
   PlanOptions options;
-  absl::StatusOr<WorkPlan> plan = bench::PlanForDevice(batch, options, num_cu);
+  options.kv_lanes = setting.kv_lanes;
+  if (setting.sm90_per_sm) options.num_cu = num_cu;
+  absl::StatusOr<WorkPlan> plan = setting.sm90_per_sm
+                                      ? PlanDecode(batch, options)
+                                      : bench::PlanForDevice(batch, options, num_cu);
   if (!plan.ok()) {
     std::fprintf(stderr, "plan: %s\n", std::string(plan.status().message()).c_str());
     return false;
@@ -85,6 +98,7 @@ bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const ch
   MlaDecodeParams& p = staged.decode;
   if (const char* env = std::getenv("MLAPS_MLA_BLOCK_THREADS")) p.block_threads = std::atoi(env);
   p.path = staging::ParseDecodePath(std::getenv("MLAPS_MLA_PATH"));
+  if (setting.sm90_per_sm) p.path = kMlaPathWgmma;
   const MlaReduceParams& r = staged.reduce;
   // A direct launch first (sets the shared-memory attribute, checks the status word).
   if (!bench::RunChecked(staged, stream)) return false;
@@ -96,12 +110,17 @@ bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const ch
   Row row;
   row.kind = kind;
   row.dtype = fp8 ? "fp8" : "bf16";
+  const bool wgmma =
+      p.path == kMlaPathWgmma || p.path == kMlaPathWgmmaF16 ||
+      (p.path == kMlaPathAuto && p.block_threads != 512 && !mla::UseCompactLayout(p, num_cu));
+  row.kernel = !wgmma ? "mma" : fp8 || p.path == kMlaPathWgmmaF16 ? "f16" : "bf16";
   row.batch = batch_size;
   row.ctx = ctx;
   row.heads = batch.num_heads;
   row.qlen = qlen;
   row.items = plan->num_works();
   row.blocks = plan->num_cu;
+  row.lanes = plan->kv_lanes;
   row.splits = plan->num_reduce_tiles();
   row.decode_us = 1e3f * TimeGraph(stream, [&] { LaunchMlaDecode(p, stream); });
   row.reduce_us = plan->num_reduce_tiles() > 0
@@ -119,11 +138,29 @@ bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const ch
   row.tflops = flops / (row.total_us * 1e-6) / 1e12;
   row.predicted_us = PredictedDecodeUs(batch, options, *plan);
   rows->push_back(row);
-  std::printf("  %s %s B%d ctx%d H%d q%d: decode %.1f us, reduce %.1f us, total %.1f us\n", kind,
-              row.dtype.c_str(), batch_size, ctx, batch.num_heads, qlen, row.decode_us,
-              row.reduce_us, row.total_us);
+  std::printf(
+      "  %s %s B%d ctx%d H%d q%d %s blocks %d lanes %d: decode %.1f us, reduce %.1f us, total "
+      "%.1f us\n",
+      kind, row.dtype.c_str(), batch_size, ctx, batch.num_heads, qlen, row.kernel.c_str(),
+      row.blocks, row.lanes, row.decode_us, row.reduce_us, row.total_us);
   std::fflush(stdout);
   return true;
+}
+
+// The settings a shape is measured with: the defaults; kMaxKvLanes as well when that plans
+// lanes and the default does not; the sm90 kernel at one block an SM as well where the default
+// grid runs the compact layout (so one run compares them).
+std::vector<Setting> SettingsOf(const Batch& batch, int sms) {
+  std::vector<Setting> settings = {Setting{}};
+  PlanOptions options;
+  options.kv_lanes = kMaxKvLanes;
+  absl::StatusOr<WorkPlan> lanes = bench::PlanForDevice(batch, options, sms);
+  absl::StatusOr<WorkPlan> plain = bench::PlanForDevice(batch, PlanOptions{}, sms);
+  if (lanes.ok() && plain.ok() && lanes->kv_lanes > 1 && plain->kv_lanes == 1) {
+    settings.push_back(Setting{kMaxKvLanes, false});
+  }
+  if (plain.ok() && plain->num_cu > sms) settings.push_back(Setting{0, true});
+  return settings;
 }
 
 // Optional: --only DTYPE,H,QLEN,BATCH,CTX runs one shape; --once launches it once, untimed
@@ -208,9 +245,11 @@ int Main(const Filter& filter) {
         // Pages scattered over the cache (a shuffled page table).
         const std::vector<int32_t> pages = bench::ShuffledPages(batch, rng);
         const double sum_kv = static_cast<double>(batch_size) * ctx;
-        if (!MeasureCase(batch, pages, "dense", batch_size, ctx, s.qlen, sum_kv, s.qlen * sum_kv,
-                         buffers, num_cu, stream, filter.once, &rows)) {
-          return 1;
+        for (const Setting& setting : SettingsOf(batch, num_cu)) {
+          if (!MeasureCase(batch, pages, "dense", batch_size, ctx, s.qlen, sum_kv, s.qlen * sum_kv,
+                           buffers, num_cu, stream, filter.once, setting, &rows)) {
+            return 1;
+          }
         }
       }
     }
@@ -231,9 +270,11 @@ int Main(const Filter& filter) {
         slots.insert(slots.end(), perm.begin(), perm.begin() + topk);
       }
       const double pairs = static_cast<double>(layout->token_to_seq.size()) * topk;
-      if (!MeasureCase(layout->batch, slots, "sparse2048", batch_size, ctx, qlen, pairs, pairs,
-                       buffers, num_cu, stream, filter.once, &rows)) {
-        return 1;
+      for (const Setting& setting : SettingsOf(layout->batch, num_cu)) {
+        if (!MeasureCase(layout->batch, slots, "sparse2048", batch_size, ctx, qlen, pairs, pairs,
+                         buffers, num_cu, stream, filter.once, setting, &rows)) {
+          return 1;
+        }
       }
     }
   }
@@ -246,10 +287,12 @@ int Main(const Filter& filter) {
   // blocks: persistent decode blocks (the plan's CUs; 2 an SM for 16-row tiles).
   // peer_us / x_peer (--peer): FlashMLA's median time for the shape (dense: bf16; sparse: its
   // fp8 topk-2048 row) and peer_us / total_us (> 1: mlaps faster).
-  std::printf("%-10s %-5s %5s %6s %4s %4s %6s %6s %6s %10s %10s %10s %8s %9s %8s %9s %8s %9s %7s\n",
-              "kind", "dtype", "batch", "ctx", "H", "qlen", "blocks", "items", "splits",
-              "decode_us", "reduce_us", "total_us", "TB/s", "TFLOP/s", "reduce%", "sim_us",
-              "sim_err", "peer_us", "x_peer");
+  std::printf(
+      "%-10s %-5s %-6s %5s %6s %4s %4s %6s %5s %6s %6s %10s %10s %10s %8s %9s %8s %9s %8s %9s "
+      "%7s\n",
+      "kind", "dtype", "kernel", "batch", "ctx", "H", "qlen", "blocks", "lanes", "items", "splits",
+      "decode_us", "reduce_us", "total_us", "TB/s", "TFLOP/s", "reduce%", "sim_us", "sim_err",
+      "peer_us", "x_peer");
   for (const Row& r : rows) {
     char sim[32] = "-", err[32] = "-";
     if (r.predicted_us >= 0) {
@@ -265,11 +308,12 @@ int Main(const Filter& filter) {
       std::snprintf(ratio, sizeof(ratio), "%.2f", t->median_us / r.total_us);
     }
     std::printf(
-        "%-10s %-5s %5d %6d %4d %4d %6d %6d %6d %10.1f %10.1f %10.1f %8.2f %9.1f %7.1f%% %9s "
-        "%8s %9s %7s\n",
-        r.kind.c_str(), r.dtype.c_str(), r.batch, r.ctx, r.heads, r.qlen, r.blocks, r.items,
-        r.splits, r.decode_us, r.reduce_us, r.total_us, r.tbps, r.tflops,
-        r.decode_us > 0 ? 100.0 * r.reduce_us / r.decode_us : 0.0, sim, err, peer_us, ratio);
+        "%-10s %-5s %-6s %5d %6d %4d %4d %6d %5d %6d %6d %10.1f %10.1f %10.1f %8.2f %9.1f %7.1f%% "
+        "%9s %8s %9s %7s\n",
+        r.kind.c_str(), r.dtype.c_str(), r.kernel.c_str(), r.batch, r.ctx, r.heads, r.qlen,
+        r.blocks, r.lanes, r.items, r.splits, r.decode_us, r.reduce_us, r.total_us, r.tbps,
+        r.tflops, r.decode_us > 0 ? 100.0 * r.reduce_us / r.decode_us : 0.0, sim, err, peer_us,
+        ratio);
   }
   return 0;
 }

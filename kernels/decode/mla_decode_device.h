@@ -971,30 +971,35 @@ __device__ __forceinline__ uint8_t* DynamicSmem() {
 #endif
 }
 
-// O = 0, LSE = -inf for the rows of requests without kv pages (no item covers them).
-__device__ inline void ClearEmptyRequests(const MlaDecodeParams& p) {
+// O = 0, LSE = -inf for the rows of requests without kv pages (no item covers them), by the
+// block's first `threads` threads.
+__device__ inline void ClearEmptyRequests(const MlaDecodeParams& p, int threads) {
   for (int b = blockIdx.x; b < p.num_requests; b += gridDim.x) {
     const int64_t kv0 = p.kv_indptr[b], kv1 = p.kv_indptr[b + 1];
     const int64_t qo0 = p.qo_indptr[b], qo1 = p.qo_indptr[b + 1];
     if (kv1 != kv0 || qo0 < 0 || qo1 < qo0 || qo1 > p.num_q_tokens) continue;
     const int64_t rows = (qo1 - qo0) * p.num_heads, first = qo0 * p.num_heads;
-    for (int64_t x = threadIdx.x; x < rows * kDimV; x += blockDim.x) {
+    for (int64_t x = threadIdx.x; x < rows * kDimV; x += threads) {
       if (p.o_fp32 != nullptr) {
         p.o_fp32[first * kDimV + x] = 0.0f;
       } else {
         p.o[first * kDimV + x] = 0;
       }
     }
-    for (int64_t x = threadIdx.x; x < rows; x += blockDim.x) p.lse[first + x] = NegInf();
+    for (int64_t x = threadIdx.x; x < rows; x += threads) p.lse[first + x] = NegInf();
   }
 }
 
 // Walks block blockIdx.x's work items (work_indptr[cu] .. work_indptr[cu+1]-1): decodes and
 // checks each (tiles of at most max_rows rows), records the trace, reports bad items and
 // calls run_item(item, cu) for the valid ones; then clears the rows of empty requests.
-// Every path's kernel is this walk around its own item routine.
-template <class RunItem>
-__device__ void WalkItems(const MlaDecodeParams& p, int max_rows, RunItem&& run_item) {
+// Every path's kernel is this walk around its own item routine; the block's first
+// `record_threads` threads (0: all) run it with kRecord = true. kRecord = false: the walk of
+// the other threads (the sm90 producer), which only runs the items: no trace, status or
+// clearing, so it keeps no trace state in registers.
+template <bool kRecord = true, class RunItem>
+__device__ void WalkItems(const MlaDecodeParams& p, int max_rows, RunItem&& run_item,
+                          int record_threads = 0) {
   const int cu = blockIdx.x;
   const int64_t w0 = p.work_indptr[cu], w1 = p.work_indptr[cu + 1];
   int order = 0;
@@ -1009,7 +1014,7 @@ __device__ void WalkItems(const MlaDecodeParams& p, int max_rows, RunItem&& run_
       int64_t value = 0;
       const int code = DecodeItem(p, info, &it, &value, max_rows);
       MlaTraceEntry* entry = nullptr;
-      if (p.trace != nullptr && threadIdx.x == 0) {
+      if (kRecord && p.trace != nullptr && threadIdx.x == 0) {
         if (w0 + order < p.trace_capacity) {
           entry = p.trace + w0 + order;
           entry->cu = cu;
@@ -1024,15 +1029,16 @@ __device__ void WalkItems(const MlaDecodeParams& p, int max_rows, RunItem&& run_
         }
       }
       if (code != kMlaOk) {
-        if (threadIdx.x == 0) Report(p.status, code, cu, static_cast<int>(w), value);
+        if (kRecord && threadIdx.x == 0) Report(p.status, code, cu, static_cast<int>(w), value);
         continue;
       }
       run_item(it, cu);
-      if (entry != nullptr) entry->clock_end = p.trace_clocks ? clock64() : 0;
+      if (kRecord && entry != nullptr) entry->clock_end = p.trace_clocks ? clock64() : 0;
     }
   }
+  if (!kRecord) return;
   if (p.trace_counts != nullptr && threadIdx.x == 0) p.trace_counts[cu] = order;
-  ClearEmptyRequests(p);
+  ClearEmptyRequests(p, record_threads > 0 ? record_threads : static_cast<int>(blockDim.x));
 }
 
 template <bool kFp8, int kW, int kRg>

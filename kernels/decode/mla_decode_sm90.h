@@ -1,28 +1,40 @@
-// Hopper (sm_90a) path of the persistent MLA decode: warpgroup MMAs (wgmma) on operands in
-// shared memory, kv blocks landing on mbarriers, two warpgroups with different roles and
-// no block-wide barrier inside a work item. Contract: mla_decode.h; execution model:
-// sim/executor.h; primitives: sm90_primitives.h; measurements: notes.md.
+// Hopper (sm_90a) path of the persistent MLA decode: f16 tiles in shared memory, warpgroup
+// MMAs (wgmma), a producer warpgroup and two consumer warpgroups, no block-wide barrier inside
+// a work item. Contract: mla_decode.h; execution model: sim/executor.h; primitives:
+// sm90_primitives.h; measurements: notes.md.
 //
-// One block of two warpgroups per SM runs 64-row tiles of bf16 inputs (the registry's sm90
-// tiles; rows past the tile's are zero and never stored). Shared memory (SmemSm90) holds the
-// Q tile for the whole item and a ring of four 32-token kv blocks, both in the 128-byte
-// swizzled layout wgmma reads (a tile of R rows x 576 dims is 9 column chunks of R x 64
-// elements; row r of a chunk at 128 r bytes, its 16-byte units XOR-ed by r % 8). One kv
-// tile serves both products: K-major B of S = Q K^T and MN-major (transposed) B of P V, V
-// being the first 512 dims of the same rows.
+// One block of three warpgroups per SM runs 64-row tiles of bf16 or fp8 e4m3fn inputs (the
+// registry's sm90 tiles; rows past the tile's are zero and never stored):
+//   * warpgroup 2 (producer) loads the Q tile once per item and each 64-token kv block with
+//     16-byte global loads, converts them to f16 in registers and stores them 128-byte swizzled
+//     (the layout wgmma reads: a tile of R rows x 576 dims is 9 column chunks of R x 64, row r
+//     of a chunk at 128 r bytes, its 16-byte units XOR-ed by r % 8) into the Q region or one of
+//     two kv slots, chunk by chunk, each chunk completing on its own mbarrier. It also starts
+//     the L2 fill of the block after next (bulk prefetch). Tokens past the item's visible end
+//     and bad pages (reported) are stored as zeros.
+//   * warpgroups 0 and 1 (consumers) share each block: block n belongs to warpgroup n % 2 (so
+//     warpgroup w always computes on slot w), whose "own step" is S = Q K^T (9 chunks x 4
+//     wgmma m64n64k16), the mask and the online softmax in registers, P as f16 both into the
+//     slot's rope chunk (dead once S is done) for the other warpgroup and in registers for its
+//     own P V; the row statistics go to shared memory. Each consumer keeps half of O (columns
+//     256 w .. 256 w + 255) and adds every block's P V of its half: its own blocks with P
+//     from registers, the other's ("remote step") with P from the slot. V is the first 512
+//     dims of the kv rows, read MN-major by the same wgmma.
+// Why f16: f16 P carries 11 bits, so one P V pass meets the elementwise gate (bf16 P needed a
+// hi + lo pair, +47% tensor work); every e4m3 value and every bf16 of magnitude in
+// [2^-14, 65504] is an f16, so the products stay exact; smaller bf16 magnitudes round to the
+// f16 quantum 2^-24, and a bf16 Q or kv value of magnitude >= 65520 (or an infinity) is
+// reported (kMlaF16Range) because f16 cannot hold it.
 //
-// Per kv block i:
-//   warpgroup 0 (softmax): S = Q K_i^T (36 x wgmma m64n32k16), mask, online softmax in
-//     registers, P (64 x 32) as bf16 hi + lo parts (one bf16 rounding of P fails the
-//     elementwise gate, notes.md) and the rows' rescale factors to shared memory, then
-//     O[:, 0:256] += P V_i[:, 0:256] (4 x wgmma m64n256k16) and on to block i+1;
-//   warpgroup 1 (loader): rescales O[:, 256:512] and adds P V_i[:, 256:512] once P is
-//     published, and copies block i+3 into the slot block i-1 has left (cp.async, any page
-//     size, completing on the slot's mbarrier).
-// So S of block i+1 and the softmax overlap warpgroup 1's P V, and three blocks are in
-// flight while one is computed. mbarriers order everything: full[slot] (block landed),
-// p_ready[i % 2] (P, lo part and rescale factors of block i published), pv1_done[i % 2]
-// (warpgroup 1's P V of block i done: its P lo buffer may be rewritten).
+// Order and reuse (mbarriers, phases by block sequence number n across items):
+//   full[s][c]   producer -> consumers: chunk c of slot s written;
+//   empty[s][w]  consumer w -> producer: w's P V of the block in slot s retired (w = 0 frees
+//                chunks 0-3, w = 1 chunks 4-7, chunk 8 needs both);
+//   stats        owner of block n -> the other consumer: P(n) and the row max / rescale
+//                factor after block n published;
+//   q_full / q_empty  the Q tile written / both consumers' last S of the item retired.
+// The producer fills slot 0 in chunk order 0-3, 4-7, 8 and slot 1 in 4-7, 0-3, 8, the order in
+// which the two consumers free them, and S walks the chunks in the same order.
 #ifndef MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_H_
 #define MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_H_
 
@@ -39,23 +51,24 @@ namespace mla {
 
 struct SmemSm90 {
   static constexpr int kRows = 64;                // q rows of a tile
-  static constexpr int kTokens = 32;              // kv tokens of a block
-  static constexpr int kSlots = 4;                // kv ring
-  static constexpr int kQChunk = kRows * 128;     // one 64-dim column chunk of Q
-  static constexpr int kKvChunk = kTokens * 128;  // ... of a kv block
-  static constexpr int kKvSlot = 9 * kKvChunk;    // 576 dims
+  static constexpr int kTokens = 64;              // kv tokens of a block
+  static constexpr int kChunks = 9;               // 64-dim column chunks of a 576-dim row
+  static constexpr int kChunk = 64 * 128;         // one chunk of 64 rows (or tokens), f16
+  static constexpr int kTile = kChunks * kChunk;  // the Q tile, or one kv block
   static constexpr int kQ = 0;
-  static constexpr int kKv = kQ + 9 * kQChunk;
-  static constexpr int kPLo = kKv + kSlots * kKvSlot;  // [2] P lo, 64 x 32 bf16 each
-  static constexpr int kPBytes = kRows * kTokens * 2;
-  static constexpr int kAlpha = kPLo + 2 * kPBytes;     // [2][64] fp32 rescale factors
-  static constexpr int kRowM = kAlpha + 2 * kRows * 4;  // [64] final running max (base 2)
-  static constexpr int kRowL = kRowM + kRows * 4;       // [64] final row sum
-  static constexpr int kBars = kRowL + kRows * 4;       // mbarriers, 8 bytes each:
-  static constexpr int kFull = 0;                       //   [kSlots] slot landed
-  static constexpr int kPReady = kFull + kSlots;        //   [2] P of block i % 2 published
-  static constexpr int kPv1Done = kPReady + 2;          //   [2] warpgroup 1's P V done
-  static constexpr int kNumBars = kPv1Done + 2;
+  static constexpr int kKv = kQ + kTile;                // [2] kv slots
+  static constexpr int kRowM = kKv + 2 * kTile;         // [64] running max (base 2) after a block
+  static constexpr int kRowAlpha = kRowM + 64 * 4;      // [64] that block's rescale factor
+  static constexpr int kRowL = kRowAlpha + 64 * 4;      // [item % 2][consumer][64] row sums
+  static constexpr int kBars = kRowL + 2 * 2 * 64 * 4;  // mbarriers, 8 bytes each:
+  static constexpr int kFull = 0;                       //   [2 slots][9 chunks]
+  static constexpr int kLanded = kFull + 2 * kChunks;   //   [2 slots][9 chunks]
+  static constexpr int kEmpty = kLanded + 2 * kChunks;  //   [2 slots][2 consumers]
+  static constexpr int kQLanded = kEmpty + 4;
+  static constexpr int kQFull = kQLanded + 1;
+  static constexpr int kQEmpty = kQFull + 1;
+  static constexpr int kStats = kQEmpty + 1;
+  static constexpr int kNumBars = kStats + 1;
   static constexpr int kUsed = kBars + kNumBars * 8;
   // The 128-byte swizzle repeats every 1024 bytes and wgmma assumes chunk bases on that
   // grid: the dynamic shared memory base is rounded up to it.
@@ -63,12 +76,71 @@ struct SmemSm90 {
   static constexpr int kBytes = kUsed + kAlign;
 };
 static_assert(SmemSm90::kBytes <= 227 * 1024, "sm90 layout fits an H100/H200 block");
-static_assert(SmemSm90::kKv % 1024 == 0 && SmemSm90::kKvSlot % 1024 == 0 &&
-                  SmemSm90::kKvChunk % 1024 == 0 && SmemSm90::kPLo % 1024 == 0,
+static_assert(SmemSm90::kKv % 1024 == 0 && SmemSm90::kTile % 1024 == 0 &&
+                  SmemSm90::kChunk % 1024 == 0,
               "swizzled chunk bases on the 1024-byte grid");
 
-constexpr int kSm90Threads = 256;  // warpgroup 0: softmax, warpgroup 1: loader
+constexpr int kSm90Threads = 384;  // warpgroups 0, 1: consumers; 2: producer
 constexpr int kSm90WgThreads = 128;
+// Registers per thread after setmaxnreg. The launch gives every thread the launch bounds' cap,
+// 168 (65536 / 384, rounded down to 8), and setmaxnreg.inc takes from what the producer's
+// .dec returns to the block's pool: a split above 3 x 168 leaves a consumer waiting forever
+// (seen on the H200). Consumers hold half of O (128) + S (32) + addressing.
+constexpr int kSm90EntryRegs = 65536 / kSm90Threads / 8 * 8;
+#if defined(MLAPS_SM90_PROBE_CONSUMER_REGS)  // probe variants only
+constexpr int kSm90ConsumerRegs = MLAPS_SM90_PROBE_CONSUMER_REGS;
+#else
+constexpr int kSm90ConsumerRegs = 224;
+#endif
+constexpr int kSm90ProducerRegs = 56;
+static_assert(2 * kSm90ConsumerRegs + kSm90ProducerRegs <= 3 * kSm90EntryRegs,
+              "setmaxnreg takes no more registers than the launch gave the block");
+
+// Progress marks for a hang probe (kernels/decode/mla_decode_probe.hip builds the kernel with
+// MLAPS_SM90_PROGRESS, under the name MlaDecodeSm90ProbeKernel): lane 0 of every warp stores
+// (tag << 48 | value) for its warp into g_sm90_progress[block][warp] (mapped host memory the
+// host reads while the kernel runs).
+// Tags: 1 own step n, 2 remote step n, 3 S of n waits chunk position pos (value n * 16 + pos),
+// 4 epilogue of item, 5 producer at tile n, 6 producer waits an empty slot (n * 16 + pos),
+// 7 producer waits Q empty (item), 8 past setmaxnreg, 9 done, 10 / 11 a consumer before / after
+// its Q wait (item). Compiled out otherwise. (MLAPS_SM90_NO_SETMAXNREG: a probe variant that
+// keeps the launch's register split.)
+#if defined(MLAPS_SM90_PROGRESS)
+#define MLAPS_SM90_KERNEL MlaDecodeSm90ProbeKernel
+#else
+#define MLAPS_SM90_KERNEL MlaDecodeSm90Kernel
+#endif
+#if defined(MLAPS_SM90_PROGRESS)
+__device__ unsigned long long* g_sm90_progress = nullptr;
+#define MLAPS_SM90_MARK(tag, value)                                                       \
+  do {                                                                                    \
+    if ((threadIdx.x & 31) == 0 && g_sm90_progress != nullptr) {                          \
+      *reinterpret_cast<volatile unsigned long long*>(g_sm90_progress + blockIdx.x * 12 + \
+                                                      threadIdx.x / 32) =                 \
+          (static_cast<unsigned long long>(tag) << 48) |                                  \
+          (static_cast<unsigned long long>(value) & 0xffffffffffffull);                   \
+    }                                                                                     \
+  } while (0)
+// Probe builds also time waits: MLAPS_SM90_TIMED(slot, statement) adds the statement's
+// clock64() cycles to g_sm90_times[block][warp][slot] (lane 0's view).
+__device__ unsigned long long* g_sm90_times = nullptr;
+#define MLAPS_SM90_TIMED(slot, ...)                                                        \
+  do {                                                                                     \
+    const long long t0_ = clock64();                                                       \
+    __VA_ARGS__;                                                                           \
+    if ((threadIdx.x & 31) == 0 && g_sm90_times != nullptr) {                              \
+      g_sm90_times[(blockIdx.x * 12 + threadIdx.x / 32) * 16 + (slot)] += clock64() - t0_; \
+    }                                                                                      \
+  } while (0)
+#else
+#define MLAPS_SM90_MARK(tag, value) \
+  do {                              \
+  } while (0)
+#define MLAPS_SM90_TIMED(slot, ...) \
+  do {                              \
+    __VA_ARGS__;                    \
+  } while (0)
+#endif
 
 #if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
 // =============================================================================================
@@ -77,102 +149,200 @@ constexpr int kSm90WgThreads = 128;
 
 // ---- Layouts -------------------------------------------------------------------------------
 
-// Byte offset of 16-byte unit `unit` (dims 8 unit .. 8 unit + 7) of row `row` in a swizzled
-// tile whose column chunks are `chunk` bytes apart.
+// Byte offset of 16-byte unit `unit` (f16 dims 8 unit .. 8 unit + 7) of row `row` in a
+// swizzled tile whose column chunks are `chunk` bytes apart.
 __device__ __forceinline__ uint32_t SwizzledOffset(int row, int unit, int chunk) {
   return (unit >> 3) * chunk + row * 128 + (((unit & 7) ^ (row & 7)) << 4);
 }
 
-// P tiles (64 rows x 32 tokens, K-major, no swizzle): 8 x 8 core matrices of 128 bytes,
-// 128 bytes apart along the tokens (lbo) and 512 apart along the rows (sbo).
-constexpr uint32_t kPLbo = 128, kPSbo = 512;
-__device__ __forceinline__ uint32_t POffset(int row, int token) {
-  return (row >> 3) * kPSbo + (token >> 3) * kPLbo + (row & 7) * 16 + (token & 7) * 2;
+// The chunk that slot s produces (and S reads) at position p: slot 0 in order, slot 1 with
+// the halves swapped (its block's owner frees 4-7 first), chunk 8 last in both.
+__device__ __forceinline__ int ChunkAt(int slot, int p) {
+  return slot == 0 || p == 8 ? p : p < 4 ? p + 4 : p - 4;
 }
 
-constexpr int kUnits = kDimQk * 2 / 16;  // 16-byte units of a bf16 row: 72
+// ---- The producer: cp.async copies, then f16 conversion in shared memory --------------------
 
-// ---- Tile loads (warpgroup 1) ----------------------------------------------------------------
+// The producer warpgroup's two halves: warps 0-1 (threads 0-63) copy raw Q and kv rows into
+// shared memory with cp.async (no registers hold data in flight, so a whole slot can be in
+// flight); warps 2-3 convert each landed chunk to f16 there and publish it.
+//   bf16: the raw rows go straight to their swizzled f16 place (same 2 bytes an element);
+//     each converter thread rewrites its own 16-byte units in place.
+//   e4m3: the raw rows (64 bytes a chunk row) go to the second half of the chunk, unswizzled;
+//     a converter reads its units, the converters meet at a named barrier (the f16 output of
+//     rows 32-63 covers the raw rows), then write the f16 units.
+constexpr int kSm90CopyThreads = 64;
+constexpr int kSm90ConvertThreads = 64;
 
-// The Q tile (rows token-major, as O; rows past it.rows zero-filled so that their S is 0,
-// never garbage), as cp.async copies that join the thread's next arrive.
-__device__ __forceinline__ void IssueQTileSm90(const MlaDecodeParams& p, const Item& it,
-                                               uint8_t* q_s, int wtid) {
-  const uint8_t* q = static_cast<const uint8_t*>(p.q);
-  for (int u = wtid; u < SmemSm90::kRows * kUnits; u += kSm90WgThreads) {
-    const int row = u / kUnits, unit = u - row * kUnits;
-    const bool valid = row < it.rows;
-    const int64_t src = valid ? FinalRow(p, it, row) * (kDimQk * 2) + unit * 16 : 0;
-    CpAsync16(q_s + SwizzledOffset(row, unit, SmemSm90::kQChunk), q + src, valid);
-  }
-}
+template <bool kFp8>
+struct ChunkMap {
+  static constexpr int kElem = kFp8 ? 1 : 2;                        // input bytes an element
+  static constexpr int kRowBytes = kDimQk * kElem;                  // a q or kv row
+  static constexpr int kUnitsPerRow = kFp8 ? 4 : 8;                 // 16-byte input units a chunk
+  static constexpr int kRowStep = kSm90CopyThreads / kUnitsPerRow;  // 8 (bf16) or 16 (e4m3)
+  static constexpr int kRowsPerThread = 64 / kRowStep;              // 8 or 4 rows a chunk
+  static constexpr int kStaging = kFp8 ? SmemSm90::kChunk / 2 : 0;  // raw rows in a chunk
+};
 
-// The page id of the token thread `wtid` copies in kv block `blk` (token wtid / 4), or -1
-// past e_lim (nothing is read). Loaded one block before IssueKvBlockSm90 needs it, so the
-// dependent global load is off the loader's path.
-__device__ __forceinline__ int32_t LoadPageIdSm90(const MlaDecodeParams& p, const Item& it, int blk,
-                                                  int wtid) {
-  const int64_t j = it.begin + static_cast<int64_t>(blk) * SmemSm90::kTokens + (wtid >> 2);
-  return j < it.e_lim ? p.kv_indices[it.kv_base + (j >> it.log2_page)] : -1;
-}
+// Rows a copy thread reads (first + k * kRowStep of the tile), as row indices into Q or the kv
+// cache (-1: zeros; both stay below 2^31 rows, MlaDecodeParamsError).
+template <bool kFp8>
+struct RowSources {
+  int32_t row[ChunkMap<kFp8>::kRowsPerThread];
+};
 
-// kv block `blk` of the item (tokens begin + 32 blk ..) into a ring slot, given the thread's
-// page id (LoadPageIdSm90): thread t copies units t % 4 + 4 k of token t / 4, so the four
-// lanes of a token read 64 contiguous bytes per step. Tokens past e_lim and bad pages
-// (reported) are zero-filled: their P is 0 and a zero V keeps 0 * garbage out of O.
-__device__ __forceinline__ void IssueKvBlockSm90(const MlaDecodeParams& p, const Item& it, int blk,
-                                                 int32_t page, uint8_t* dst, int wtid, int cu) {
-  const int tok = wtid >> 2, part = wtid & 3;
-  const int64_t j = it.begin + static_cast<int64_t>(blk) * SmemSm90::kTokens + tok;
-  bool valid = j < it.e_lim;
-  if (valid && (page < 0 || page >= p.num_pages)) {
-    Report(p.status, kMlaBadPageId, cu, static_cast<int>(it.kv_base + (j >> it.log2_page)), page);
-    valid = false;
-  }
-  const int64_t slot =
-      valid ? static_cast<int64_t>(page) * p.page_size + (j & (p.page_size - 1)) : 0;
-  const uint8_t* src = static_cast<const uint8_t*>(p.kv_cache) + slot * (kDimQk * 2);
+// Source rows of kv block `blk` of the item for copy thread `ctid` (tokens begin + 64 blk +
+// row), -1 past e_lim or for a bad page (reported; the row reads as zeros).
+template <bool kFp8>
+__device__ __forceinline__ RowSources<kFp8> KvRows(const MlaDecodeParams& p, const Item& it,
+                                                   int blk, int ctid, int cu) {
+  using M = ChunkMap<kFp8>;
+  RowSources<kFp8> src;
 #pragma unroll
-  for (int k = 0; k < kUnits / 4; ++k) {
-    const int unit = part + 4 * k;
-    CpAsync16(dst + SwizzledOffset(tok, unit, SmemSm90::kKvChunk), src + unit * 16, valid);
+  for (int k = 0; k < M::kRowsPerThread; ++k) {
+    const int64_t j = it.begin + static_cast<int64_t>(blk) * SmemSm90::kTokens +
+                      ctid / M::kUnitsPerRow + k * M::kRowStep;
+    src.row[k] = -1;
+    if (j < it.e_lim) {
+      const int64_t index = it.kv_base + (j >> it.log2_page);
+      const int32_t page = p.kv_indices[index];
+      if (page < 0 || page >= p.num_pages) {
+        if (ctid % M::kUnitsPerRow == 0) {
+          Report(p.status, kMlaBadPageId, cu, static_cast<int>(index), page);
+        }
+      } else {
+        src.row[k] = page * p.page_size + static_cast<int32_t>(j & (p.page_size - 1));
+      }
+    }
+  }
+  return src;
+}
+
+// Source rows of the Q tile (rows token-major, as O; rows past it.rows are zeros).
+template <bool kFp8>
+__device__ __forceinline__ RowSources<kFp8> QRows(const MlaDecodeParams& p, const Item& it,
+                                                  int ctid) {
+  using M = ChunkMap<kFp8>;
+  RowSources<kFp8> src;
+#pragma unroll
+  for (int k = 0; k < M::kRowsPerThread; ++k) {
+    const int row = ctid / M::kUnitsPerRow + k * M::kRowStep;
+    src.row[k] = row < it.rows ? static_cast<int32_t>(FinalRow(p, it, row)) : -1;
+  }
+  return src;
+}
+
+// Starts the L2 fill of kv block `blk` of the item: copy thread `ctid` takes token ctid and
+// every 128-byte line of its row (prefetch.global.L2: one instruction a line, any page size).
+template <bool kFp8>
+__device__ __forceinline__ void PrefetchKvBlock(const MlaDecodeParams& p, const Item& it, int blk,
+                                                int ctid) {
+  using M = ChunkMap<kFp8>;
+  const int64_t j = it.begin + static_cast<int64_t>(blk) * SmemSm90::kTokens + ctid;
+  if (j >= it.e_lim) return;
+  const int32_t page = p.kv_indices[it.kv_base + (j >> it.log2_page)];
+  if (page < 0 || page >= p.num_pages) return;  // reported when the block is copied
+  const int64_t row = static_cast<int64_t>(page) * p.page_size + (j & (p.page_size - 1));
+  const uint8_t* at = static_cast<const uint8_t*>(p.kv_cache) + row * M::kRowBytes;
+  constexpr int kLines = (M::kRowBytes + 127) / 128;  // 9 (bf16) or 5 (e4m3, rows unaligned)
+#pragma unroll
+  for (int line = 0; line < kLines; ++line) PrefetchL2Line(at + 128 * line);
+}
+
+// Shared-memory offset of unit `unit` (0..7) of row `row` inside a swizzled chunk.
+__device__ __forceinline__ uint32_t ChunkUnit(int row, int unit) {
+  return row * 128 + ((unit ^ (row & 7)) << 4);
+}
+
+// Copy thread `ctid`'s cp.async of the chunks at positions [pos0, pos1) (ChunkAt(slot, .)) of a
+// tile at `tile` from `src` rows of `rows`: bf16 units to their swizzled place, e4m3 units to
+// the chunk's staging half. Row by row, so one source address is live at a time.
+template <bool kFp8>
+__device__ __forceinline__ void CopyChunks(const uint8_t* rows, const RowSources<kFp8>& src,
+                                           int slot, int pos0, int pos1, int ctid, uint8_t* tile) {
+  using M = ChunkMap<kFp8>;
+  const int unit = ctid % M::kUnitsPerRow, row0 = ctid / M::kUnitsPerRow;
+#pragma unroll
+  for (int k = 0; k < M::kRowsPerThread; ++k) {
+    const int row = row0 + k * M::kRowStep;
+    const bool valid = src.row[k] >= 0;
+    const uint8_t* from =
+        valid ? rows + static_cast<int64_t>(src.row[k]) * M::kRowBytes + unit * 16 : rows;
+    uint8_t* to = tile + (kFp8 ? M::kStaging + row * 64 + unit * 16 : ChunkUnit(row, unit));
+#pragma unroll
+    for (int pos = pos0; pos < pos1; ++pos) {
+      const int c = ChunkAt(slot, pos);
+      CpAsync16(to + c * SmemSm90::kChunk, valid ? from + c * 64 * M::kElem : rows, valid);
+    }
+  }
+}
+
+// Converter thread `vtid`'s part of chunk c of the tile at shared address `tile`, landed raw:
+// to f16 in place (bf16; magnitudes folded into `range` for the f16 range check) or from the
+// staging half (e4m3, with a barrier among the converters between reading and writing).
+template <bool kFp8>
+__device__ __forceinline__ void ConvertChunk(int c, int vtid, uint32_t tile, uint32_t& range) {
+  const uint32_t chunk = tile + c * SmemSm90::kChunk;
+  if (kFp8) {
+    // Units (row vtid / 4 + 16 k, raw unit vtid % 4) -> f16 units 2 u and 2 u + 1 of the row.
+    const int unit = vtid % 4, row0 = vtid / 4;
+    uint4 raw[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      raw[k] = LoadShared128(chunk + ChunkMap<true>::kStaging + (row0 + 16 * k) * 64 + unit * 16);
+    }
+    NamedBarrierSync(4, kSm90ConvertThreads);  // every raw unit read before any is overwritten
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int row = row0 + 16 * k;
+      const uint4 v = raw[k];
+      StoreShared128(chunk + ChunkUnit(row, 2 * unit),
+                     make_uint4(E4m3x2ToF16x2(v.x & 0xffffu), E4m3x2ToF16x2(v.x >> 16),
+                                E4m3x2ToF16x2(v.y & 0xffffu), E4m3x2ToF16x2(v.y >> 16)));
+      StoreShared128(chunk + ChunkUnit(row, 2 * unit + 1),
+                     make_uint4(E4m3x2ToF16x2(v.z & 0xffffu), E4m3x2ToF16x2(v.z >> 16),
+                                E4m3x2ToF16x2(v.w & 0xffffu), E4m3x2ToF16x2(v.w >> 16)));
+    }
+    NamedBarrierSync(4, kSm90ConvertThreads);  // the next chunk's staging half may be read
+  } else {
+    const int unit = vtid % 8, row0 = vtid / 8;
+#pragma unroll 2
+    for (int k = 0; k < 8; ++k) {
+      const uint32_t at = chunk + ChunkUnit(row0 + 8 * k, unit);
+      const uint4 v = LoadShared128(at);
+      range = MaxAbsBf16x2(MaxAbsBf16x2(range, v.x), v.y);
+      range = MaxAbsBf16x2(MaxAbsBf16x2(range, v.z), v.w);
+      StoreShared128(at, make_uint4(Bf16x2ToF16x2(v.x), Bf16x2ToF16x2(v.y), Bf16x2ToF16x2(v.z),
+                                    Bf16x2ToF16x2(v.w)));
+    }
   }
 }
 
 // ---- Tile math -------------------------------------------------------------------------------
 
-// S = Q K^T for the 32 tokens of the kv slot at `kv` (shared addresses): 9 chunks x 4 k16
-// steps; a k step advances 32 bytes inside the swizzled 128-byte rows (8-row groups 1024
-// bytes apart).
-// The descriptors are built once and stepped by adding the byte offset / 16 to their address
-// field (addresses stay below 256 KB, so the 14-bit field never carries).
-__device__ __forceinline__ void IssueScores(uint32_t q, uint32_t kv, float (&s)[16]) {
-  const uint64_t a0 = MatrixDesc(q, 16, 1024, kSwizzle128B);
-  const uint64_t b0 = MatrixDesc(kv, 16, 1024, kSwizzle128B);
+// S += Q K^T over chunk c (4 k16 steps of 32 bytes inside the swizzled 128-byte rows; 8-row
+// groups 1024 bytes apart).
+__device__ __forceinline__ void IssueScoresChunk(uint32_t q, uint32_t kv, int c, float (&s)[32]) {
+  const uint64_t a0 = MatrixDesc(q + c * SmemSm90::kChunk, 16, 1024, kSwizzle128B);
+  const uint64_t b0 = MatrixDesc(kv + c * SmemSm90::kChunk, 16, 1024, kSwizzle128B);
 #pragma unroll
-  for (int c = 0; c < 9; ++c) {
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      WgmmaM64N32K16(s, a0 + ((c * SmemSm90::kQChunk + kk * 32) >> 4),
-                     b0 + ((c * SmemSm90::kKvChunk + kk * 32) >> 4), c + kk);
-    }
+  for (int kk = 0; kk < 4; ++kk) {
+    WgmmaM64N64K16F16(s, a0 + ((kk * 32) >> 4), b0 + ((kk * 32) >> 4), 1);
   }
 }
 
-// O[:, 256 half ..] += (P hi + P lo) V[:, 256 half ..]: V is read MN-major from the kv slot
-// (4 column chunks kKvChunk apart, 8-token groups 1024 apart); a k16 step is 16 tokens.
-__device__ __forceinline__ void IssuePv(uint32_t p_hi, uint32_t p_lo, uint32_t kv, int half,
-                                        float (&o)[128]) {
+// O[:, 256 half ..] += P V[:, 256 half ..] for the block in the slot at `kv`: V read MN-major
+// (4 column chunks kChunk apart, 8-token groups 1024 apart; a k16 step is 16 tokens), P from
+// the slot's rope chunk (K-major, swizzled like a Q chunk). (P from registers for the own
+// block would save 8 KB of shared-memory reads a block but costs 16 registers a thread,
+// which the consumers do not have.)
+__device__ __forceinline__ void IssuePvSharedP(uint32_t kv, int half, float (&o)[128]) {
   const uint64_t v0 =
-      MatrixDesc(kv + 4 * half * SmemSm90::kKvChunk, SmemSm90::kKvChunk, 1024, kSwizzle128B);
-  const uint64_t hi0 = MatrixDesc(p_hi, kPLbo, kPSbo, kSwizzleNone);
-  const uint64_t lo0 = MatrixDesc(p_lo, kPLbo, kPSbo, kSwizzleNone);
+      MatrixDesc(kv + 4 * half * SmemSm90::kChunk, SmemSm90::kChunk, 1024, kSwizzle128B);
+  const uint64_t p0 = MatrixDesc(kv + 8 * SmemSm90::kChunk, 16, 1024, kSwizzle128B);
 #pragma unroll
-  for (int kk = 0; kk < SmemSm90::kTokens / 16; ++kk) {
-    const uint64_t v = v0 + ((kk * 16 * 128) >> 4);
-    const uint32_t step = (kk * 2 * kPLbo) >> 4;
-    WgmmaM64N256K16TransB(o, hi0 + step, v, 1);
-    WgmmaM64N256K16TransB(o, lo0 + step, v, 1);
+  for (int kk = 0; kk < 4; ++kk) {
+    WgmmaM64N256K16F16TransB(o, p0 + ((kk * 32) >> 4), v0 + ((kk * 16 * 128) >> 4), 1);
   }
 }
 
@@ -184,222 +354,429 @@ __device__ __forceinline__ void ScaleRows(float (&o)[128], float a0, float a1) {
   for (int e = 0; e < 128; ++e) o[e] *= (e & 2) ? a1 : a0;
 }
 
-// ---- One work item ---------------------------------------------------------------------------
+// ---- The consumers ---------------------------------------------------------------------------
 
-// `seq` counts the kv blocks this block has consumed, across items: block n sits in ring
-// slot n % 4 (full[] phase n / 4) and uses P lo / rescale buffer n % 2 (p_ready[] and
-// pv1_done[] phase n / 2).
-__device__ inline void RunItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
-                                   uint32_t& seq) {
+struct Sm90Bars {
+  uint32_t base;
+  __device__ uint32_t Full(int slot, int c) const {
+    return base + 8 * (SmemSm90::kFull + slot * SmemSm90::kChunks + c);
+  }
+  __device__ uint32_t Landed(int slot, int c) const {
+    return base + 8 * (SmemSm90::kLanded + slot * SmemSm90::kChunks + c);
+  }
+  __device__ uint32_t Empty(int slot, int w) const {
+    return base + 8 * (SmemSm90::kEmpty + slot * 2 + w);
+  }
+  __device__ uint32_t QLanded() const { return base + 8 * SmemSm90::kQLanded; }
+  __device__ uint32_t QFull() const { return base + 8 * SmemSm90::kQFull; }
+  __device__ uint32_t QEmpty() const { return base + 8 * SmemSm90::kQEmpty; }
+  __device__ uint32_t Stats() const { return base + 8 * SmemSm90::kStats; }
+};
+
+// The blocks of an item: (e_lim - begin) / 64 rounded up, the same in every thread.
+__device__ __forceinline__ int BlocksOf(const Item& it) {
+  const int64_t span = it.e_lim - it.begin;
+  return WarpUniform(span > 0 ? static_cast<int>((span + SmemSm90::kTokens - 1) / SmemSm90::kTokens)
+                              : 0);
+}
+
+// S of block n (slot kW), waiting for each chunk (in the slot's production order) to land.
+template <int kW>
+__device__ __forceinline__ void IssueScores(const Sm90Bars& bars, uint32_t base, uint32_t n,
+                                            float (&s)[32]) {
+  const uint32_t kv = base + SmemSm90::kKv + kW * SmemSm90::kTile;
+#pragma unroll
+  for (int e = 0; e < 32; ++e) s[e] = 0.0f;
+  PinAccumulators(s);
+  WgmmaFence();
+#pragma unroll
+  for (int pos = 0; pos < SmemSm90::kChunks; ++pos) {
+    const int c = ChunkAt(kW, pos);
+    MLAPS_SM90_MARK(3, n * 16 + pos);
+    MLAPS_SM90_TIMED(0, MbarWait(bars.Full(kW, c), (n >> 1) & 1));
+    if (pos == 0) {
+      // The first k step starts the accumulation (scale-d 0): the zeroed s is not read.
+      const uint64_t a0 =
+          MatrixDesc(base + SmemSm90::kQ + c * SmemSm90::kChunk, 16, 1024, kSwizzle128B);
+      const uint64_t b0 = MatrixDesc(kv + c * SmemSm90::kChunk, 16, 1024, kSwizzle128B);
+      WgmmaM64N64K16F16(s, a0, b0, 0);
+#pragma unroll
+      for (int kk = 1; kk < 4; ++kk) {
+        WgmmaM64N64K16F16(s, a0 + ((kk * 32) >> 4), b0 + ((kk * 32) >> 4), 1);
+      }
+    } else {
+      IssueScoresChunk(base + SmemSm90::kQ, kv, c, s);
+    }
+  }
+  WgmmaCommit();
+}
+
+// What a consumer warpgroup carries through an item (registers).
+struct ConsumerState {
+  float o[128];     // its half of O: rows r0, r0 + 8 (ScaleRows' layout), fp32, unnormalized
+  float s[32];      // S, then P, of its current block
+  float m[2];       // running max of rows r0, r0 + 8 (base 2) after the latest block
+  float l[2];       // this thread's part of the row sums of its own blocks, relative to m
+  int32_t vend[2];  // kv tokens rows r0, r0 + 8 see, from it.begin
+};
+
+// Consumer kW's steps of an item's blocks (the file comment). An own step starts by retiring
+// its S; a remote step retires its own P V and ends with the next own block's S in flight;
+// the two alternate statically. So no register a wgmma in flight writes is touched on any
+// control-flow path and ptxas keeps the wgmmas pipelined (no C7514 / C7515).
+template <int kW>
+struct ConsumerSteps {
+  Sm90Bars bars;
+  uint32_t base, seq;  // shared address of the (aligned) layout; blocks before the item
+  int nblk, r0, quad;
+  float scale_log2;
+
+  // Own block i (sequence number n = seq + i, slot kW): softmax of S(i), P published, our
+  // P V(i).
+  __device__ __forceinline__ void Own(ConsumerState& st, int i) const {
+    using L = SmemSm90;
+    const uint32_t n = seq + i;
+    MLAPS_SM90_MARK(1, n);
+    MLAPS_SM90_TIMED(1, WgmmaWait<0>());  // S(i)
+    PinAccumulators(st.s);
+    PinAccumulators(st.o);
+    if (i + 2 >= nblk) MbarArrive(bars.QEmpty());  // the item's last S of this warpgroup
+    int lim[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int d = st.vend[h] - i * L::kTokens;
+      lim[h] = d < 0 ? 0 : d > L::kTokens ? L::kTokens : d;
+    }
+    float mx[2] = {NegInf(), NegInf()};
+#pragma unroll
+    for (int e = 0; e < 32; ++e) {
+      const int h = (e >> 1) & 1;
+      st.s[e] = 8 * (e >> 2) + 2 * quad + (e & 1) < lim[h] ? st.s[e] * scale_log2 : NegInf();
+      mx[h] = MaxF(mx[h], st.s[e]);
+    }
+    float m_use[2], alpha[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float m_new = MaxF(st.m[h], QuadMax(mx[h]));
+      m_use[h] = m_new == NegInf() ? 0.0f : m_new;  // a row that saw nothing keeps P = 0
+      alpha[h] = exp2f(st.m[h] - m_use[h]);
+      st.m[h] = m_new;
+      st.l[h] *= alpha[h];
+    }
+    // P (fp32 -> f16) into the slot's rope chunk (dead once S is done), K-major and swizzled
+    // like a Q chunk: token 8 j + 2 quad of row r is unit j ^ (r % 8), byte 4 quad.
+    const uint32_t p_tile = base + L::kKv + kW * L::kTile + 8 * L::kChunk;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float p0 = exp2f(st.s[4 * j + 2 * h] - m_use[h]);
+        const float p1 = exp2f(st.s[4 * j + 2 * h + 1] - m_use[h]);
+        st.l[h] += p0 + p1;
+        const int row = r0 + 8 * h;
+        StoreShared32(p_tile + row * 128 + ((j ^ (row & 7)) << 4) + 4 * quad, PackF16x2(p0, p1));
+      }
+    }
+    if (quad == 0) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        StoreSharedF32(base + L::kRowM + 4 * (r0 + 8 * h), st.m[h]);
+        StoreSharedF32(base + L::kRowAlpha + 4 * (r0 + 8 * h), alpha[h]);
+      }
+    }
+    FenceProxyAsync();  // P is read by wgmma (ours and the other warpgroup's)
+    MbarArrive(bars.Stats());
+    MLAPS_SM90_TIMED(2, NamedBarrierSync(2 + kW, kSm90WgThreads));  // all of P written first
+    ScaleRows(st.o, alpha[0], alpha[1]);  // no P V in flight: Remote waited for its own
+    PinAccumulators(st.o);
+    WgmmaFence();
+    IssuePvSharedP(base + L::kKv + kW * L::kTile, kW, st.o);
+    WgmmaCommit();
+    MLAPS_SM90_TIMED(3, WgmmaWait<0>());
+    PinAccumulators(st.o);
+    MbarArrive(bars.Empty(kW, kW));
+  }
+
+  // The other's block i: its statistics and P (in its slot), our P V(i), which retires here
+  // (a wgmma in flight across the loop's back edge makes ptxas serialize every wgmma, C7511 /
+  // C7515; meanwhile the other consumer's work keeps the tensor cores busy).
+  __device__ __forceinline__ void Remote(ConsumerState& st, int i) const {
+    using L = SmemSm90;
+    const uint32_t n = seq + i;
+    MLAPS_SM90_MARK(2, n);
+    MLAPS_SM90_TIMED(4, MbarWait(bars.Stats(), n & 1));
+    WgmmaWait<0>();  // nothing is in flight here (for ptxas's view of the paths)
+    PinAccumulators(st.s);
+    PinAccumulators(st.o);
+    float alpha[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      st.m[h] = LoadSharedF32(base + L::kRowM + 4 * (r0 + 8 * h));
+      alpha[h] = LoadSharedF32(base + L::kRowAlpha + 4 * (r0 + 8 * h));
+      st.l[h] *= alpha[h];
+    }
+    // Our half of V landed (the owner waited for it; waiting again costs nothing and keeps
+    // the order explicit).
+#pragma unroll
+    for (int c = 4 * kW; c < 4 * kW + 4; ++c) MbarWait(bars.Full(n & 1, c), (n >> 1) & 1);
+    ScaleRows(st.o, alpha[0], alpha[1]);
+    PinAccumulators(st.o);
+    WgmmaFence();
+    IssuePvSharedP(base + L::kKv + (n & 1) * L::kTile, kW, st.o);
+    WgmmaCommit();
+    MLAPS_SM90_TIMED(5, WgmmaWait<0>());
+    PinAccumulators(st.o);
+    MbarArrive(bars.Empty(n & 1, kW));
+  }
+};
+
+// Consumer warpgroup kW's part of one item (see the file comment). `seq`: kv blocks this
+// block has run before the item; `item`: items before it. Returns the item's kv blocks.
+template <bool kFp8, int kW>
+__device__ int RunConsumerSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem,
+                               uint32_t seq, uint32_t item) {
   using L = SmemSm90;
-  const int tid = threadIdx.x, wg = WarpUniform(tid >> 7), wtid = tid & (kSm90WgThreads - 1);
+  const int tid = threadIdx.x, wtid = tid & (kSm90WgThreads - 1);
   const int quad = tid & 3;
   const int r0 = ((wtid >> 5) << 4) + ((tid & 31) >> 2);  // rows r0 and r0 + 8
   const uint32_t base = SmemAddr(smem);
-  const uint32_t bars = base + L::kBars;
-  auto full = [&](uint32_t n) { return bars + 8 * (L::kFull + (n & (L::kSlots - 1))); };
-  auto p_ready = [&](uint32_t n) { return bars + 8 * (L::kPReady + (n & 1)); };
-  auto pv1_done = [&](uint32_t n) { return bars + 8 * (L::kPv1Done + (n & 1)); };
-  auto slot_of = [&](uint32_t n) { return L::kKv + (n & (L::kSlots - 1)) * L::kKvSlot; };
-  float* alpha_s = reinterpret_cast<float*>(smem + L::kAlpha);
-  float* row_m = reinterpret_cast<float*>(smem + L::kRowM);
-  float* row_l = reinterpret_cast<float*>(smem + L::kRowL);
-  const int64_t span = it.e_lim - it.begin;
-  const int nblk =
-      WarpUniform(span > 0 ? static_cast<int>((span + L::kTokens - 1) / L::kTokens) : 0);
-
-  // The previous item's readers of Q, the ring and the row statistics are done.
-  __syncthreads();
-
-  float o[128];
+  const int nblk = BlocksOf(it);
+  const ConsumerSteps<kW> steps{Sm90Bars{base + L::kBars},
+                                base,
+                                seq,
+                                nblk,
+                                r0,
+                                quad,
+                                p.sm_scale * p.q_scale * p.kv_scale * kLog2e};
+  ConsumerState st;
 #pragma unroll
-  for (int e = 0; e < 128; ++e) o[e] = 0.0f;
-
-  if (wg == 0) {
-    int64_t vend[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      vend[h] = VisibleEnd(p, it, it.first_token + (r0 + 8 * h) / it.hpg);
-    }
-    const float scale_log2 = p.sm_scale * p.q_scale * p.kv_scale * kLog2e;
-    float m[2] = {NegInf(), NegInf()}, l[2] = {0.0f, 0.0f};
-    for (int i = 0; i < nblk; ++i) {
-      const uint32_t n = seq + i;
-      const uint32_t kv = base + slot_of(n);
-      MbarWait(full(n), (n >> 2) & 1);
-      FenceProxyAsync();
-      float s[16];
-#pragma unroll
-      for (int e = 0; e < 16; ++e) s[e] = 0.0f;
-      PinAccumulators(s);
-      WgmmaFence();
-      IssueScores(base + L::kQ, kv, s);
-      WgmmaCommit();
-      WgmmaWait<0>();  // S_i and this warpgroup's P V_{i-1}
-      PinAccumulators(s);
-      PinAccumulators(o);
-
-      // Mask and the online softmax over the block's 32 tokens (quad-wide rows).
-      // Tokens of the block each row sees: [0, lim[h]) (token t of the block is kv position
-      // begin + 32 i + t).
-      const int64_t j_blk = it.begin + static_cast<int64_t>(i) * L::kTokens;
-      int lim[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t d = vend[h] - j_blk;
-        lim[h] = d < 0 ? 0 : d > L::kTokens ? L::kTokens : static_cast<int>(d);
-      }
-      float mx[2] = {NegInf(), NegInf()};
-#pragma unroll
-      for (int e = 0; e < 16; ++e) {
-        const int h = (e >> 1) & 1;
-        s[e] = 8 * (e >> 2) + 2 * quad + (e & 1) < lim[h] ? s[e] * scale_log2 : NegInf();
-        mx[h] = MaxF(mx[h], s[e]);
-      }
-      float m_use[2], alpha[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float m_new = MaxF(m[h], QuadMax(mx[h]));
-        m_use[h] = m_new == NegInf() ? 0.0f : m_new;  // a row that saw nothing keeps P = 0
-        alpha[h] = exp2f(m[h] - m_use[h]);
-        m[h] = m_new;
-        l[h] *= alpha[h];
-      }
-      ScaleRows(o, alpha[0], alpha[1]);
-
-      // Publish P (hi into the slot's rope chunk, dead once S is done; lo into buffer n % 2,
-      // free once warpgroup 1's P V of block n-2 is) and the rescale factors. Every phase of
-      // pv1_done is waited for, also across items (where it has long completed), so that
-      // no phase can complete twice unseen (and compute-sanitizer synccheck sees no arrive
-      // on an unwaited phase).
-      if (n >= 2) MbarWait(pv1_done(n), ((n - 2) >> 1) & 1);
-      uint8_t* p_hi = smem + slot_of(n) + 8 * L::kKvChunk;
-      uint8_t* p_lo = smem + L::kPLo + (n & 1) * L::kPBytes;
-#pragma unroll
-      for (int jj = 0; jj < 4; ++jj) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const float p0 = exp2f(s[4 * jj + 2 * h] - m_use[h]);
-          const float p1 = exp2f(s[4 * jj + 2 * h + 1] - m_use[h]);
-          l[h] += p0 + p1;
-          const uint32_t hi = PackBf16x2(p0, p1);
-          const uint32_t lo =
-              PackBf16x2(p0 - BitsToFloat(hi << 16), p1 - BitsToFloat(hi & 0xffff0000u));
-          const uint32_t off = POffset(r0 + 8 * h, 8 * jj + 2 * quad);
-          *reinterpret_cast<uint32_t*>(p_hi + off) = hi;
-          *reinterpret_cast<uint32_t*>(p_lo + off) = lo;
-        }
-      }
-      if (quad == 0) {
-        alpha_s[(n & 1) * L::kRows + r0] = alpha[0];
-        alpha_s[(n & 1) * L::kRows + r0 + 8] = alpha[1];
-      }
-      FenceProxyAsync();
-      MbarArrive(p_ready(n));
-
-      PinAccumulators(o);  // the rescale is done before the fence
-      WgmmaFence();
-      IssuePv(SmemAddr(p_hi), SmemAddr(p_lo), kv, 0, o);
-      WgmmaCommit();
-    }
-    WgmmaWait<0>();
-    PinAccumulators(o);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      l[h] = QuadSum(l[h]);
-      if (quad == 0) {
-        row_m[r0 + 8 * h] = m[h];
-        row_l[r0 + 8 * h] = l[h];
-      }
-    }
-  } else {
-    // Prologue: Q (with block 0) and blocks 0 .. 2; then block i+3 after the P V of block
-    // i is issued, into the slot block i-1 has left.
-    constexpr int kAhead = L::kSlots - 1;
-    for (int b = 0; b < nblk && b < kAhead; ++b) {
-      if (b == 0) IssueQTileSm90(p, it, smem + L::kQ, wtid);
-      IssueKvBlockSm90(p, it, b, LoadPageIdSm90(p, it, b, wtid), smem + slot_of(seq + b), wtid, cu);
-      CpAsyncArrive(full(seq + b));
-    }
-    int32_t next_page = kAhead < nblk ? LoadPageIdSm90(p, it, kAhead, wtid) : -1;
-    for (int i = 0; i < nblk; ++i) {
-      const uint32_t n = seq + i;
-      MbarWait(p_ready(n), (n >> 1) & 1);
-      WgmmaWait<0>();  // this warpgroup's P V_{i-1}
-      PinAccumulators(o);
-      if (i >= 1) MbarArrive(pv1_done(n - 1));
-      ScaleRows(o, alpha_s[(n & 1) * L::kRows + r0], alpha_s[(n & 1) * L::kRows + r0 + 8]);
-      PinAccumulators(o);
-      WgmmaFence();
-      IssuePv(base + slot_of(n) + 8 * L::kKvChunk, base + L::kPLo + (n & 1) * L::kPBytes,
-              base + slot_of(n), 1, o);
-      WgmmaCommit();
-      // Block i-1 is done by both warpgroups (warpgroup 0 published P_i after its own
-      // P V_{i-1}): its slot takes block i+3.
-      if (i + kAhead < nblk) {
-        IssueKvBlockSm90(p, it, i + kAhead, next_page, smem + slot_of(n + kAhead), wtid, cu);
-        CpAsyncArrive(full(n + kAhead));
-        if (i + kAhead + 1 < nblk) next_page = LoadPageIdSm90(p, it, i + kAhead + 1, wtid);
-      }
-    }
-    WgmmaWait<0>();
-    PinAccumulators(o);
-    if (nblk > 0) MbarArrive(pv1_done(seq + nblk - 1));
+  for (int h = 0; h < 2; ++h) {
+    const int64_t vend = VisibleEnd(p, it, it.first_token + (r0 + 8 * h) / it.hpg) - it.begin;
+    st.vend[h] = static_cast<int32_t>(vend < 0 ? 0 : vend);  // < 2^31: a item's kv fits int32
+    st.m[h] = NegInf();
+    st.l[h] = 0.0f;
   }
-  seq += nblk;
-  NamedBarrierSync(1, kSm90Threads);  // row statistics published; every P V done
+#pragma unroll
+  for (int e = 0; e < 128; ++e) st.o[e] = 0.0f;
 
-  // Epilogue: each warpgroup normalizes and stores its 256 columns (bf16 or, with o_fp32,
-  // fp32 final O; fp32 partial O); warpgroup 0 the LSE.
+  // The first own block is 0 or 1; S of it, then the blocks in (own, remote) pairs.
+  const int first_own = static_cast<int>((seq & 1) != kW);
+  MLAPS_SM90_MARK(10, item);
+  MLAPS_SM90_TIMED(6, MbarWait(steps.bars.QFull(), item & 1));
+  MLAPS_SM90_MARK(11, item);
+  // Blocks as (remote, own) pairs. The S of an own block is issued right after our P V of
+  // the block before it retired, so that slot is freed first and both slots refill at once;
+  // the S and its own step share one branch (ptxas checks every path, feasible or not).
+  if (first_own >= nblk) MbarArrive(steps.bars.QEmpty());  // no S of ours reads this Q tile
+  int k = first_own == 0 ? 1 : 0;
+  if (first_own == 0 && nblk > 0) {
+    IssueScores<kW>(steps.bars, base, seq, st.s);
+    steps.Own(st, 0);
+  }
+  for (; k < nblk; k += 2) {
+    steps.Remote(st, k);
+    if (k + 1 < nblk) {
+      IssueScores<kW>(steps.bars, base, seq + k + 1, st.s);
+      steps.Own(st, k + 1);
+    }
+  }
+  WgmmaWait<0>();
+  PinAccumulators(st.o);
+
+  // Epilogue: l of both consumers (each relative to the final running max), then each stores
+  // its 256 columns (bf16 or, with o_fp32, fp32 final O; fp32 partial O); consumer 0 the LSE.
+  MLAPS_SM90_MARK(4, item);
+  float* row_l = reinterpret_cast<float*>(smem + L::kRowL) + (item & 1) * 128;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float lq = QuadSum(st.l[h]);
+    if (quad == 0) row_l[kW * 64 + r0 + 8 * h] = lq;
+  }
+  MLAPS_SM90_TIMED(7, NamedBarrierSync(1, 2 * kSm90WgThreads));
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = r0 + 8 * h;
     if (row >= it.rows) continue;
-    const float lt = row_l[row];
+    const float lt = row_l[row] + row_l[64 + row];
     const float inv = lt > 0.0f ? p.kv_scale / lt : 0.0f;
-    const int col0 = 256 * wg + 2 * quad;
+    const int col0 = 256 * kW + 2 * quad;
     if (it.partial < 0 && p.o_fp32 != nullptr) {  // fp32 final O (CP ranks)
       float* dst = p.o_fp32 + FinalRow(p, it, row) * kDimV + col0;
 #pragma unroll
       for (int jj = 0; jj < 32; ++jj) {
         *reinterpret_cast<float2*>(dst + 8 * jj) =
-            make_float2(o[4 * jj + 2 * h] * inv, o[4 * jj + 2 * h + 1] * inv);
+            make_float2(st.o[4 * jj + 2 * h] * inv, st.o[4 * jj + 2 * h + 1] * inv);
       }
     } else if (it.partial < 0) {
       uint16_t* dst = p.o + FinalRow(p, it, row) * kDimV + col0;
 #pragma unroll
       for (int jj = 0; jj < 32; ++jj) {
         *reinterpret_cast<uint32_t*>(dst + 8 * jj) =
-            PackBf16x2(o[4 * jj + 2 * h] * inv, o[4 * jj + 2 * h + 1] * inv);
+            PackBf16x2(st.o[4 * jj + 2 * h] * inv, st.o[4 * jj + 2 * h + 1] * inv);
       }
     } else {
       float* dst = p.partial_o + PartialRow(it, row) * kDimV + col0;
 #pragma unroll
       for (int jj = 0; jj < 32; ++jj) {
         *reinterpret_cast<float2*>(dst + 8 * jj) =
-            make_float2(o[4 * jj + 2 * h] * inv, o[4 * jj + 2 * h + 1] * inv);
+            make_float2(st.o[4 * jj + 2 * h] * inv, st.o[4 * jj + 2 * h + 1] * inv);
       }
     }
-    if (wg == 0 && quad == 0) WriteLse(p, it, row, RowLse(row_m[row], lt));
+    if (kW == 0 && quad == 0) WriteLse(p, it, row, RowLse(st.m[h], lt));
   }
+  return nblk;
+}
+
+// ---- The producer ----------------------------------------------------------------------------
+
+// The copy threads' part of one item: the Q tile (after both consumers' last S of the previous
+// item) and each kv block into slot n % 2, chunk by chunk as the consumers free the slot's
+// halves (slot 0 frees chunks 0-3 with consumer 0's P V and 4-7 with consumer 1's; slot 1 the
+// other way round, ChunkAt; chunk 8 after both); each chunk's copies land on landed[slot][c].
+template <bool kFp8>
+__device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
+                             uint32_t seq, uint32_t item, int nblk) {
+  using L = SmemSm90;
+  const int ctid = threadIdx.x & (kSm90WgThreads - 1);
+  const Sm90Bars bars{SmemAddr(smem) + L::kBars};
+  const uint8_t* q_rows = static_cast<const uint8_t*>(p.q);
+  const uint8_t* kv_rows = static_cast<const uint8_t*>(p.kv_cache);
+  MLAPS_SM90_MARK(7, item);
+  if (item > 0) MLAPS_SM90_TIMED(8, MbarWait(bars.QEmpty(), (item - 1) & 1));  // S are done
+  if (nblk == 0) return;
+  CopyChunks<kFp8>(q_rows, QRows<kFp8>(p, it, ctid), 0, 0, L::kChunks, ctid, smem + L::kQ);
+  CpAsyncArrive(bars.QLanded());
+  for (int t = 0; t < nblk; ++t) {
+    const uint32_t n = seq + t;
+    const int slot = static_cast<int>(n & 1);
+    MLAPS_SM90_MARK(5, n);
+    const RowSources<kFp8> src = KvRows<kFp8>(p, it, t, ctid, cu);
+    uint8_t* tile = smem + L::kKv + slot * L::kTile;
+    if (t + 2 < nblk) PrefetchKvBlock<kFp8>(p, it, t + 2, ctid);  // the L2 fill, 2 blocks ahead
+      // Positions 0-3 once their consumer freed them, then 4-8 (chunk 8 needs both); a chunk's
+      // arrival (.noinc: once all of this thread's earlier copies landed) follows its copies, so
+      // the converters start on chunk 0 while the later ones are in flight.
+#pragma unroll
+    for (int pos = 0; pos < L::kChunks; ++pos) {
+      if (n >= 2 && (pos == 0 || pos == 4)) {
+        const int w = (pos == 0) == (slot == 0) ? 0 : 1;
+        MLAPS_SM90_MARK(6, n * 16 + pos);
+        MLAPS_SM90_TIMED(9, MbarWait(bars.Empty(slot, w), ((n >> 1) - 1) & 1));
+      }
+      CopyChunks<kFp8>(kv_rows, src, slot, pos, pos + 1, ctid, tile);
+      CpAsyncArrive(bars.Landed(slot, ChunkAt(slot, pos)));
+    }
+  }
+}
+
+// The converter threads' part of one item: each landed chunk to f16, then published (full).
+template <bool kFp8>
+__device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu, uint32_t seq,
+                                uint32_t item, int nblk) {
+  using L = SmemSm90;
+  const int vtid = (threadIdx.x & (kSm90WgThreads - 1)) - kSm90CopyThreads;
+  const uint32_t base = SmemAddr(smem);
+  const Sm90Bars bars{base + L::kBars};
+  uint32_t range = 0;  // bf16: the largest magnitude seen (f16 range check)
+  if (nblk > 0) {
+    MLAPS_SM90_TIMED(10, MbarWait(bars.QLanded(), item & 1));
+#pragma unroll 1
+    for (int c = 0; c < L::kChunks; ++c) ConvertChunk<kFp8>(c, vtid, base + L::kQ, range);
+  }
+  FenceProxyAsync();  // the consumers' wgmma reads Q
+  MbarArrive(bars.QFull());
+  for (int t = 0; t < nblk; ++t) {
+    const uint32_t n = seq + t;
+    const int slot = static_cast<int>(n & 1);
+#pragma unroll 1
+    for (int pos = 0; pos < L::kChunks; ++pos) {
+      const int c = ChunkAt(slot, pos);
+      MLAPS_SM90_TIMED(11, MbarWait(bars.Landed(slot, c), (n >> 1) & 1));
+      MLAPS_SM90_TIMED(12, ConvertChunk<kFp8>(c, vtid, base + L::kKv + slot * L::kTile, range));
+      FenceProxyAsync();  // the consumers' wgmma reads the chunk
+      MbarArrive(bars.Full(slot, c));
+    }
+  }
+  if (!kFp8 && ((range & 0x7fffu) >= 0x4780u || (range >> 16) >= 0x4780u)) {
+    const uint32_t hi = range >> 16, lo = range & 0xffffu;
+    Report(p.status, kMlaF16Range, cu, -1, hi > lo ? hi : lo);
+  }
+}
+
+// The producer's part of one item (copy or convert, by thread). Returns the item's kv blocks.
+template <bool kFp8>
+__device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
+                               uint32_t seq, uint32_t item) {
+  const int nblk = BlocksOf(it);
+  if ((threadIdx.x & (kSm90WgThreads - 1)) < kSm90CopyThreads) {
+    CopyItemSm90<kFp8>(p, it, smem, cu, seq, item, nblk);
+  } else {
+    ConvertItemSm90<kFp8>(p, smem, cu, seq, item, nblk);
+  }
+  return nblk;
 }
 
 #endif  // __CUDA_ARCH__ || MLAPS_HOST_EMULATION
 
-// The sm90 decode kernel: the item walk of every path around RunItemSm90 (bf16, 64-row
-// tiles). Its body exists in the NVIDIA device pass and the CPU emulation only.
-__global__ void __launch_bounds__(kSm90Threads, 1) MlaDecodeSm90Kernel(const MlaDecodeParams p) {
+// The sm90 decode kernel: the item walk of every path around the producer and consumer
+// routines (bf16 or fp8 e4m3fn, 64-row tiles). Its body exists in the NVIDIA device pass and
+// the CPU emulation only.
+template <bool kFp8>
+__global__ void __launch_bounds__(kSm90Threads, 1) MLAPS_SM90_KERNEL(const MlaDecodeParams p) {
 #if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
   uint8_t* smem = DynamicSmem();
   smem += (SmemSm90::kAlign - (SmemAddr(smem) & (SmemSm90::kAlign - 1))) & (SmemSm90::kAlign - 1);
   if (threadIdx.x == 0) {
     const uint32_t bars = SmemAddr(smem) + SmemSm90::kBars;
-    // full: warpgroup 1's copies (noinc arrivals); p_ready: warpgroup 0; pv1_done: 1.
-    for (int b = 0; b < SmemSm90::kNumBars; ++b) MbarInit(bars + 8 * b, kSm90WgThreads);
+    // landed, q_landed: the copy threads' cp.async arrivals; full, q_full: the converters;
+    // empty, stats: one consumer; q_empty: both.
+    for (int b = 0; b < SmemSm90::kNumBars; ++b) {
+      const bool copy = (b >= SmemSm90::kLanded && b < SmemSm90::kEmpty) || b == SmemSm90::kQLanded;
+      const bool convert = b < SmemSm90::kLanded || b == SmemSm90::kQFull;
+      MbarInit(bars + 8 * b, copy                     ? kSm90CopyThreads
+                             : convert                ? kSm90ConvertThreads
+                             : b == SmemSm90::kQEmpty ? 2 * kSm90WgThreads
+                                                      : kSm90WgThreads);
+    }
   }
   __syncthreads();
-  uint32_t seq = 0;
-  WalkItems(p, SmemSm90::kRows, [&](const Item& it, int cu) { RunItemSm90(p, it, smem, cu, seq); });
+  uint32_t seq = 0, item = 0;
+  const int wg = WarpUniform(static_cast<int>(threadIdx.x) / kSm90WgThreads);
+  if (wg == 2) {
+#if !defined(MLAPS_SM90_NO_SETMAXNREG)
+    SetMaxRegsDec<kSm90ProducerRegs>();
+#endif
+    MLAPS_SM90_MARK(8, 0);
+    WalkItems</*kRecord=*/false>(p, SmemSm90::kRows, [&](const Item& it, int cu) {
+      seq += RunProducerSm90<kFp8>(p, it, smem, cu, seq, item);
+      ++item;
+    });
+    MLAPS_SM90_MARK(9, item);
+  } else {
+#if !defined(MLAPS_SM90_NO_SETMAXNREG)
+    SetMaxRegsInc<kSm90ConsumerRegs>();
+#endif
+    MLAPS_SM90_MARK(8, 0);
+    if (wg == 0) {
+      WalkItems(
+          p, SmemSm90::kRows,
+          [&](const Item& it, int) {
+            seq += RunConsumerSm90<kFp8, 0>(p, it, smem, seq, item);
+            ++item;
+          },
+          2 * kSm90WgThreads);
+      MLAPS_SM90_MARK(9, item);
+    } else {
+      WalkItems(
+          p, SmemSm90::kRows,
+          [&](const Item& it, int) {
+            seq += RunConsumerSm90<kFp8, 1>(p, it, smem, seq, item);
+            ++item;
+          },
+          2 * kSm90WgThreads);
+      MLAPS_SM90_MARK(9, item);
+    }
+  }
 #endif
 }
 

@@ -78,6 +78,63 @@ __device__ __forceinline__ void WgmmaM64N256K16TransB(float (&d)[128], uint64_t 
                                                       uint64_t desc_b, int accumulate) {
   mlaps_emu::Wgmma(d, 256, desc_a, desc_b, /*trans_b=*/true, accumulate != 0);
 }
+__device__ __forceinline__ void WgmmaM64N64K16F16(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
+                                                  int accumulate) {
+  mlaps_emu::Wgmma(d, 64, desc_a, desc_b, /*trans_b=*/false, accumulate != 0,
+                   mlaps_emu::WgmmaType::kF16);
+}
+__device__ __forceinline__ void WgmmaM64N256K16F16TransB(float (&d)[128], uint64_t desc_a,
+                                                         uint64_t desc_b, int accumulate) {
+  mlaps_emu::Wgmma(d, 256, desc_a, desc_b, /*trans_b=*/true, accumulate != 0,
+                   mlaps_emu::WgmmaType::kF16);
+}
+__device__ __forceinline__ void WgmmaM64N256K16F16RegATransB(float (&d)[128],
+                                                             const uint32_t (&a)[4],
+                                                             uint64_t desc_b, int accumulate) {
+  mlaps_emu::WgmmaRegA(d, 256, a, desc_b, /*trans_b=*/true, accumulate != 0,
+                       mlaps_emu::WgmmaType::kF16);
+}
+template <int kRegs>
+__device__ __forceinline__ void SetMaxRegsInc() {}
+template <int kRegs>
+__device__ __forceinline__ void SetMaxRegsDec() {}
+__device__ __forceinline__ void PrefetchL2Line(const void*) {}
+__device__ __forceinline__ uint4 LoadGlobal16(const void* p) {
+  uint4 v;
+  memcpy(&v, p, 16);
+  return v;
+}
+__device__ __forceinline__ uint32_t Bf16x2ToF16x2(uint32_t two) {
+  return mlaps_emu::Bf16x2ToF16x2(two);
+}
+__device__ __forceinline__ void StoreShared32(uint32_t addr, uint32_t v) {
+  memcpy(mlaps_emu::SmemBytes(addr, 4), &v, 4);
+}
+__device__ __forceinline__ void StoreShared128(uint32_t addr, uint4 v) {
+  memcpy(mlaps_emu::SmemBytes(addr, 16), &v, 16);
+}
+__device__ __forceinline__ void StoreSharedF32(uint32_t addr, float v) {
+  memcpy(mlaps_emu::SmemBytes(addr, 4), &v, 4);
+}
+__device__ __forceinline__ uint4 LoadShared128(uint32_t addr) {
+  uint4 v;
+  memcpy(&v, mlaps_emu::SmemBytes(addr, 16), 16);
+  return v;
+}
+__device__ __forceinline__ float LoadSharedF32(uint32_t addr) {
+  float v;
+  memcpy(&v, mlaps_emu::SmemBytes(addr, 4), 4);
+  return v;
+}
+// max(|x|) of two bf16 per half, NaN ignored (max.bf16x2 of the magnitudes).
+__device__ __forceinline__ uint32_t MaxAbsBf16x2(uint32_t acc, uint32_t two) {
+  uint32_t out = 0;
+  for (int h = 0; h < 2; ++h) {
+    const uint32_t a = (acc >> (16 * h)) & 0x7fffu, x = (two >> (16 * h)) & 0x7fffu;
+    out |= ((x > 0x7f80u || a >= x) ? a : x) << (16 * h);  // magnitudes compare as integers
+  }
+  return out;
+}
 
 }  // namespace mla
 }  // namespace mlaps
@@ -194,6 +251,147 @@ __device__ __forceinline__ void WgmmaM64N256K16TransB(float (&d)[128], uint64_t 
         "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),
         "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+// d (m64n64, fp32) = A B (+ d) with A = 64 x 16 and B = 16 x 64 f16 from shared memory, both
+// K-major.
+__device__ __forceinline__ void WgmmaM64N64K16F16(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
+                                                  int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+#define MLAPS_WGMMA_D128                                                                          \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),    \
+      "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),  \
+      "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),  \
+      "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),  \
+      "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),  \
+      "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),  \
+      "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),  \
+      "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),  \
+      "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]),  \
+      "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]),  \
+      "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]),  \
+      "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]),  \
+      "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]),  \
+      "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]),          \
+      "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]),         \
+      "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]),         \
+      "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]),         \
+      "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+#define MLAPS_WGMMA_D128_REGS                                                                    \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                       \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "             \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "             \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "             \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "             \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "             \
+  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+
+// d (m64n256, fp32) += A B with A = 64 x 16 f16 K-major and B = 16 x 256 f16 MN-major
+// (transposed), both from shared memory.
+__device__ __forceinline__ void WgmmaM64N256K16F16TransB(float (&d)[128], uint64_t desc_a,
+                                                         uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {" MLAPS_WGMMA_D128_REGS
+      "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
+      : MLAPS_WGMMA_D128
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+// The same with A from registers (the m64k16 A fragment: four 32-bit registers of f16 pairs).
+__device__ __forceinline__ void WgmmaM64N256K16F16RegATransB(float (&d)[128],
+                                                             const uint32_t (&a)[4],
+                                                             uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {" MLAPS_WGMMA_D128_REGS
+      "}, {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
+      : MLAPS_WGMMA_D128
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+}
+#undef MLAPS_WGMMA_D128
+#undef MLAPS_WGMMA_D128_REGS
+
+// Register budget of the calling warpgroup (sm_90a; the kernel needs a launch-bounds cap).
+template <int kRegs>
+__device__ __forceinline__ void SetMaxRegsInc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <int kRegs>
+__device__ __forceinline__ void SetMaxRegsDec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+
+// Starts moving the 128-byte line holding `p` into the L2.
+__device__ __forceinline__ void PrefetchL2Line(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
+}
+
+// 16 bytes of read-only global memory, not kept in L1 (each kv row is read once per SM).
+__device__ __forceinline__ uint4 LoadGlobal16(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// Shared memory by 32-bit shared address (no 64-bit generic pointer to keep in registers).
+__device__ __forceinline__ void StoreShared32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ void StoreShared128(uint32_t addr, uint4 v) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y),
+               "r"(v.z), "r"(v.w)
+               : "memory");
+}
+__device__ __forceinline__ void StoreSharedF32(uint32_t addr, float v) {
+  asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
+}
+__device__ __forceinline__ float LoadSharedF32(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
+  return v;
+}
+__device__ __forceinline__ uint4 LoadShared128(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
+
+// Two bf16 (low half first) as two f16, round to nearest even: exact for magnitudes in
+// [2^-14, 65504], the f16 quantum 2^-24 below, inf from 65520 up.
+__device__ __forceinline__ uint32_t Bf16x2ToF16x2(uint32_t two) {
+  uint32_t out;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n"
+      : "=r"(out)
+      : "f"(__uint_as_float(two & 0xffff0000u)), "f"(__uint_as_float(two << 16)));
+  return out;
+}
+
+// max(acc, |two|) per bf16 half (max.bf16x2 ignores NaN).
+__device__ __forceinline__ uint32_t MaxAbsBf16x2(uint32_t acc, uint32_t two) {
+  uint32_t out;
+  asm("max.bf16x2 %0, %1, %2;\n" : "=r"(out) : "r"(acc), "r"(two & 0x7fff7fffu));
+  return out;
 }
 
 }  // namespace mla

@@ -93,6 +93,9 @@ inline hipError_t hipStreamCreateWithFlags(hipStream_t* s, unsigned f) {
 }
 inline hipError_t hipStreamDestroy(hipStream_t s) { return cudaStreamDestroy(s); }
 inline hipError_t hipStreamSynchronize(hipStream_t s) { return cudaStreamSynchronize(s); }
+// hipSuccess when the stream's work is done, hipErrorNotReady while it runs.
+inline constexpr hipError_t hipErrorNotReady = cudaErrorNotReady;
+inline hipError_t hipStreamQuery(hipStream_t s) { return cudaStreamQuery(s); }
 inline hipError_t hipEventCreate(hipEvent_t* e) { return cudaEventCreate(e); }
 inline hipError_t hipEventDestroy(hipEvent_t e) { return cudaEventDestroy(e); }
 inline hipError_t hipEventRecord(hipEvent_t e, hipStream_t s = nullptr) {

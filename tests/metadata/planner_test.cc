@@ -58,6 +58,138 @@ TEST(Planner, DefaultGridFollowsTheRegistrysBlocksPerCu) {
   }
 }
 
+// Each CU of a lane plan as (lane, the kv ranges of its items in order).
+std::vector<std::vector<std::pair<int, int>>> KvRangesPerCu(const WorkPlan& plan) {
+  std::vector<std::vector<std::pair<int, int>>> cus(plan.num_cu);
+  for (int c = 0; c < plan.num_cu; ++c) {
+    for (int w = plan.work_indptr[c]; w < plan.work_indptr[c + 1]; ++w) {
+      cus[c].push_back({plan.work_info[w].kv_start, plan.work_info[w].kv_end});
+    }
+  }
+  return cus;
+}
+
+TEST(Planner, KvLanesFollowTilesPerRequestAndTheGrid) {
+  struct Case {
+    int heads, qlen, num_cu, max_lanes, want;
+  };
+  // (H, qlen) -> tiles per request: (16,1) 1; (64,2) 2; (32,3) 2 (64 + 32 rows); (128,1) 2
+  // head groups; (128,2) 4; (48,3) 3 (one token a tile); (128,4) 8.
+  for (const Case& c :
+       {Case{16, 1, 132, 8, 1}, Case{64, 2, 132, 8, 2}, Case{32, 3, 132, 8, 2},
+        Case{128, 1, 132, 8, 2}, Case{128, 2, 132, 8, 4}, Case{48, 3, 132, 8, 3},
+        Case{128, 4, 132, 8, 4}, Case{128, 4, 128, 8, 8}, Case{128, 2, 130, 8, 2},
+        Case{128, 2, 131, 8, 1}, Case{128, 2, 132, 1, 1}, Case{128, 2, 132, 3, 2}}) {
+    const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, c.heads, 9, c.qlen, 700, 64);
+    PlanOptions options;
+    options.num_cu = c.num_cu;
+    options.kv_lanes = c.max_lanes;
+    absl::StatusOr<PlanOptions> resolved = ResolveOptions(batch, options);
+    ASSERT_TRUE(resolved.ok());
+    absl::StatusOr<ResolvedVariant> variant = ResolveVariant(VariantQueryOf(batch, false));
+    ASSERT_TRUE(variant.ok());
+    const std::vector<QoTile> tiles = BuildTiles(batch, *variant, resolved->kv_granularity);
+    EXPECT_EQ(KvLanes(tiles, c.num_cu, c.max_lanes), c.want)
+        << "H" << c.heads << " q" << c.qlen << " cu" << c.num_cu << " max " << c.max_lanes;
+  }
+  // Requests with different tile counts (varlen qlen): no lanes; requests without kv do not
+  // count (sparse graph padding).
+  const Batch mixed = MakeVarlenBatch(Arch::kSm90, DType::kBf16, 64, {500, 300}, 1, 64);
+  Batch qlens = mixed;
+  qlens.qo_indptr = {0, 1, 3};  // qlen 1 and 2
+  const ResolvedVariant v64 = *ResolveVariant(VariantQueryOf(qlens, false));
+  EXPECT_EQ(KvLanes(BuildTiles(qlens, v64, 64), 132, 8), 1);
+  Batch sparse = MakeVarlenBatch(Arch::kSm90, DType::kBf16, 128, {70, 0, 33}, 1, 1);
+  sparse.sparse_topk = 2048;
+  const ResolvedVariant v128 = *ResolveVariant(VariantQueryOf(sparse, false));
+  EXPECT_EQ(KvLanes(BuildTiles(sparse, v128, 16), 132, 8), 2);
+}
+
+TEST(Planner, KvLanesWalkTheSameKvOnEveryLaneAtOnce) {
+  // (128, 2): 4 tiles a request (2 head groups x 2 tokens), 4 lanes of 33 CUs. Every lane
+  // walks the same requests' kv in the same pieces, so CU c of lane 0 and CU c of the other
+  // lanes read the same pages one item after another.
+  const Batch batch = MakeVarlenBatch(Arch::kSm90, DType::kBf16, 128,
+                                      {8192, 700, 5000, 64, 3000, 8192, 129, 4000}, 2, 64);
+  PlanOptions options;
+  options.num_cu = 132;
+  options.kv_lanes = 8;
+  absl::StatusOr<PlanSizes> sizes;
+  const WorkPlan plan = PlanOrDie(batch, options);
+  ExpectSound(batch, plan);
+  // The same pieces: equal starts, equal ends but for a tile's last piece, which runs to the
+  // tile's own causal end (token 1 of a request sees one kv token more than token 0).
+  const auto cus = KvRangesPerCu(plan);
+  for (int lane = 1; lane < 4; ++lane) {
+    for (int c = 0; c < 33; ++c) {
+      const auto& mine = cus[lane * 33 + c];
+      ASSERT_EQ(mine.size(), cus[c].size()) << "lane " << lane << " cu " << c;
+      for (size_t k = 0; k < mine.size(); ++k) {
+        EXPECT_EQ(mine[k].first, cus[c][k].first) << "lane " << lane << " cu " << c;
+        EXPECT_LE(mine[k].second - cus[c][k].second, 1) << "lane " << lane << " cu " << c;
+        EXPECT_GE(mine[k].second, cus[c][k].second) << "lane " << lane << " cu " << c;
+      }
+    }
+  }
+  // Lane l's CUs hold exactly the tiles l mod 4 of each request: head group l / 2, token l % 2.
+  for (int lane = 0; lane < 4; ++lane) {
+    for (int c = lane * 33; c < (lane + 1) * 33; ++c) {
+      for (int w = plan.work_indptr[c]; w < plan.work_indptr[c + 1]; ++w) {
+        const WorkInfo& item = plan.work_info[w];
+        const int b = item.batch_idx / 2, g = item.batch_idx % 2;
+        EXPECT_EQ(g, lane / 2) << "cu " << c;
+        EXPECT_EQ(item.qo_start - plan.qo_indptr[item.batch_idx], lane % 2) << "cu " << c;
+        EXPECT_LT(b, 8);
+      }
+    }
+  }
+  // Without lanes, the old walk: a request's 4 tiles on neighbouring CUs.
+  options.kv_lanes = 1;
+  const WorkPlan flat = PlanOrDie(batch, options);
+  ExpectSound(batch, flat);
+  // Without lanes a CU runs two tiles of one request over the same pages (a second read);
+  // with lanes no CU does.
+  auto rereads = [](const WorkPlan& p) {
+    int n = 0;
+    for (int c = 0; c < p.num_cu; ++c) {
+      for (int a = p.work_indptr[c]; a < p.work_indptr[c + 1]; ++a) {
+        for (int b = a + 1; b < p.work_indptr[c + 1]; ++b) {
+          const WorkInfo &x = p.work_info[a], &y = p.work_info[b];
+          n += x.batch_idx / 2 == y.batch_idx / 2 && x.kv_start < y.kv_end && y.kv_start < x.kv_end;
+        }
+      }
+    }
+    return n;
+  };
+  EXPECT_GT(rereads(flat), 0);
+  EXPECT_EQ(rereads(plan), 0);
+}
+
+TEST(Planner, KvLanePlansAreSoundOnRandomUniformQlenBatches) {
+  std::mt19937 rng(17);
+  const int shapes[][2] = {{64, 2}, {32, 3}, {128, 1}, {128, 2}, {16, 8}, {48, 3}, {64, 4}};
+  for (int trial = 0; trial < 60; ++trial) {
+    const auto& shape = shapes[trial % 7];
+    const int page = 1 << (rng() % 7);  // 1 .. 64
+    std::vector<int> lens(1 + rng() % 40);
+    for (int& l : lens) l = shape[1] + static_cast<int>(rng() % 9000);
+    const Batch batch = MakeVarlenBatch(Arch::kSm90, trial % 2 ? DType::kFp8 : DType::kBf16,
+                                        shape[0], lens, shape[1], page);
+    PlanOptions options;
+    options.num_cu = 132 - static_cast<int>(rng() % 3) * 4;  // 132, 128, 124
+    options.kv_lanes = 8;
+    const WorkPlan plan = PlanOrDie(batch, options);
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    ExpectSound(batch, plan);
+    absl::StatusOr<PlanCapacity> cap =
+        ComputePlanCapacity(CapacityQueryOf(batch, options.num_cu, false));
+    ASSERT_TRUE(cap.ok());
+    EXPECT_LE(plan.work_info.size(), static_cast<size_t>(cap->work_info));
+    EXPECT_LE(plan.reduce_partial_map.size(), static_cast<size_t>(cap->reduce_partial_map));
+    EXPECT_LE(plan.num_reduce_tiles() + 1, cap->reduce_indptr);
+  }
+}
+
 TEST(Planner, SplitsLongRequestsAcrossCusWithReduceMaps) {
   // One 16k request on 8 CUs: its single tile must be split into about 8 pieces.
   Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 1, 1, 16384, 1);

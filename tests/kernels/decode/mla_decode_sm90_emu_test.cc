@@ -1,5 +1,6 @@
-// The sm90 wgmma decode kernel (kernels/decode/mla_decode_sm90.h, MlaDecodeSm90Kernel: bf16,
-// 64-row tiles, two warpgroups) and the reduce kernel run on the CPU through tests/kernels/emu
+// The sm90 wgmma decode kernel (kernels/decode/mla_decode_sm90.h, MlaDecodeSm90Kernel: bf16 and
+// fp8, 64-row tiles, a producer and two consumer warpgroups) and the reduce kernel run on the
+// CPU through tests/kernels/emu
 // (fibers for threads; emulated wgmma with descriptor-decoded, swizzled shared memory operands
 // and register fragments; mbarriers; cp.async completing on mbarriers; named barriers), against
 // the simulator's executor (sim::ExecutePlan, kv blocks of the kernel's SmemSm90::kTokens) and
@@ -69,9 +70,17 @@ EmuResult RunSm90(const sim::DecodeCase& c, const WorkPlan& plan,
   p.path = kMlaPathWgmma;
   const MlaReduceParams& rp = run.reduce;
   EmuResult r;
+  const bool fp8 = c.batch.q_dtype == DType::kFp8;
   r.error = mlaps_emu::Launch(
       dim3(plan.num_cu), dim3(mla::kSm90Threads), mla::SmemSm90::kBytes,
-      [&] { mla::MlaDecodeSm90Kernel(p); }, schedule);
+      [&] {
+        if (fp8) {
+          mla::MlaDecodeSm90Kernel<true>(p);
+        } else {
+          mla::MlaDecodeSm90Kernel<false>(p);
+        }
+      },
+      schedule);
   if (r.error.empty() && rp.reduce_tiles_capacity > 0) {
     r.error = mlaps_emu::Launch(dim3(rp.reduce_tiles_capacity, mla::kReduceRowSplit),
                                 dim3(mla::kReduceThreads), 0, [&] { mla::MlaReduceKernel(rp); });
@@ -115,7 +124,6 @@ sim::ExecutorOptions ExecutorOptionsForSm90() {
 // bf16 gates; the trace vs the plan's, as text; the same bits under skewed schedules.
 void CheckCase(const sim::DecodeCase& c, const WorkPlan& plan, const std::string& name) {
   SCOPED_TRACE(name);
-  ASSERT_EQ(c.batch.q_dtype, DType::kBf16);  // the sm90 kernel is bf16-only
   ASSERT_TRUE(sim::CheckPlan(c.batch, plan).empty());
   const EmuResult got = RunSm90(c, plan);
   ASSERT_EQ(got.error, "");
@@ -201,6 +209,52 @@ TEST(MlaDecodeSm90EmuTest, SparsePerTokenWithEmptyRows) {
   Batch batch = MakeVarlenBatch(Arch::kSm90, DType::kBf16, 64, {1, 70, 0, 33}, 1, 1);
   batch.sparse_topk = 2048;
   CheckCase(sim::MakeDecodeCase(batch, 9), Plan(batch, 3), "sparse H64 cu3");
+}
+
+TEST(MlaDecodeSm90EmuTest, Fp8MtpPartialTilesWithScales) {
+  // fp8 e4m3fn Q and KV under per-tensor scales; (32, 3) gives a 64-row and a 32-row tile.
+  const Batch batch = MakeVarlenBatch(Arch::kSm90, DType::kFp8, 32, {70, 200}, 3, 64);
+  CheckCase(sim::MakeDecodeCase(batch, 21, /*q_scale=*/0.5, /*kv_scale=*/2.0), Plan(batch, 3),
+            "fp8 H32 q3 page64 cu3 (scales)");
+}
+
+TEST(MlaDecodeSm90EmuTest, Fp8Heads128FoldedPage1) {
+  const Batch batch = MakeVarlenBatch(Arch::kSm90, DType::kFp8, 128, {150, 37}, 1, 1);
+  CheckCase(sim::MakeDecodeCase(batch, 22, 0.7, 1.3), Plan(batch, 2), "fp8 H128 q1 page1 cu2");
+}
+
+TEST(MlaDecodeSm90EmuTest, ManyItemsOnOneBlockKeepTheRingInStep) {
+  // One CU walks six items of 1 to 9 kv blocks each: odd block counts hand the next item's
+  // first block to the other consumer, Q reloads between items, the two slots wrap many times.
+  const Batch batch =
+      MakeVarlenBatch(Arch::kSm90, DType::kBf16, 64, {560, 64, 129, 1, 300, 65}, 1, 16);
+  const WorkPlan plan = Plan(batch, 1);
+  ASSERT_EQ(plan.num_works(), 6);
+  CheckCase(sim::MakeDecodeCase(batch, 23), plan, "H64 q1 6 items cu1");
+}
+
+TEST(MlaDecodeSm90EmuTest, Fp8LongSplitItems) {
+  const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kFp8, 64, 2, 2, 900, 64);
+  CheckCase(sim::MakeDecodeCase(batch, 24, 0.5, 2.0), Plan(batch, 3), "fp8 H64 q2 ctx900 cu3");
+}
+
+// A bf16 value beyond f16's range (the kernel's tiles are f16) is reported, not silently lost.
+TEST(MlaDecodeSm90EmuTest, StatusWordReportsABf16ValueBeyondF16) {
+  const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 1, 1, 70, 64);
+  sim::DecodeCase c = sim::MakeDecodeCase(batch, 25);
+  // Token 5 of the request's first page, dim 7 (a row the kernel reads).
+  const int64_t at = (int64_t{c.kv_indices[0]} * batch.page_size + 5) * kHeadDimQk + 7;
+  c.kv_cache[at] = 70144.0f;  // a bf16 (0x4789); f16 tops out at 65504
+  const EmuResult got = RunSm90(c, Plan(batch, 1));
+  EXPECT_EQ(got.error, "");
+  EXPECT_EQ(got.status.code, kMlaF16Range);
+  EXPECT_EQ(got.status.value, 0x4789);
+  // 65280 (0x477f) is the largest bf16 that f16 holds: no report.
+  c.kv_cache[at] = -65280.0f;
+  EXPECT_EQ(RunSm90(c, Plan(batch, 1)).status.code, kMlaOk);
+  // The same for Q.
+  c.q[3 * kHeadDimQk + 100] = -70144.0f;
+  EXPECT_EQ(RunSm90(c, Plan(batch, 1)).status.code, kMlaF16Range);
 }
 
 // CP round-robin (W ranks, I tokens a sub-page): every rank runs its shard with fp32 final O,

@@ -37,9 +37,11 @@ enum class WgKind { kWgmma, kCommit, kWait };
 struct WgArgs {
   WgKind kind = WgKind::kWgmma;
   uint64_t desc_a = 0, desc_b = 0;
+  const uint32_t* a_regs = nullptr;  // register A: this thread's four A registers
   float* d = nullptr;
   int n = 0, pending = 0;
   bool trans_b = false, accumulate = false, fenced = false;
+  WgmmaType type = WgmmaType::kBf16;
 };
 
 struct Fiber {
@@ -77,8 +79,11 @@ struct AsyncArrival {
 // One issued wgmma of a warpgroup, until a wait retires it.
 struct WgmmaOp {
   int n = 0;
-  bool trans_b = false, accumulate = false;
+  bool trans_b = false, accumulate = false, a_from_regs = false;
+  WgmmaType type = WgmmaType::kBf16;
   uint64_t desc_a = 0, desc_b = 0;
+  std::array<const uint32_t*, kWgThreads> a_regs{};  // register A: each thread's registers
+  std::array<std::array<uint32_t, 4>, kWgThreads> a_at_issue{};  // ... and their values then
   long group = -1;          // commit group, -1 before the commit
   std::vector<float> a, b;  // A[m][k] (64 x 16) and B^T[n][k] (n x 16) as read at issue
   std::array<float*, kWgThreads> d{};
@@ -206,6 +211,25 @@ uint16_t FloatToHalfRne(float value) {
 
 float Bf16Float(uint16_t b) { return BitsFloat(static_cast<uint32_t>(b) << 16); }
 
+// IEEE half bits -> float, exact (subnormals, inf, NaN).
+float HalfFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  float mag;
+  if (e == 0) {
+    mag = static_cast<float>(m) * 5.9604644775390625e-8f;  // m * 2^-24
+  } else if (e == 31) {
+    mag = BitsFloat(m ? 0x7fc00000u : 0x7f800000u);
+  } else {
+    mag = BitsFloat(((e + 112u) << 23) | (m << 13));
+  }
+  return BitsFloat(FloatBits(mag) | sign);
+}
+
+float ElementFloat(uint16_t bits, WgmmaType type) {
+  return type == WgmmaType::kF16 ? HalfFloat(bits) : Bf16Float(bits);
+}
+
 float E4m3fnFloat(uint32_t byte) {
   const uint32_t e = (byte >> 3) & 0xfu, m = byte & 7u;
   if ((byte & 0x7fu) == 0x7fu) return BitsFloat(0x7fc00000u);
@@ -299,7 +323,8 @@ void WarpgroupCollective(const WgArgs& args, const char* what, Last&& last) {
                  const WgArgs& o = rt->fibers[wg * kWgThreads + t].wg_args;
                  if (o.kind != args.kind || o.desc_a != args.desc_a || o.desc_b != args.desc_b ||
                      o.n != args.n || o.pending != args.pending || o.trans_b != args.trans_b ||
-                     o.accumulate != args.accumulate) {
+                     o.accumulate != args.accumulate || o.type != args.type ||
+                     (o.a_regs == nullptr) != (args.a_regs == nullptr)) {
                    DieAt(std::string(what) + ": thread " + std::to_string(wg * kWgThreads + t) +
                          " of warpgroup " + std::to_string(wg) +
                          " reached it with another instruction or other operands (.sync.aligned "
@@ -321,7 +346,7 @@ void WarpgroupCollective(const WgArgs& args, const char* what, Last&& last) {
 // then the swizzle of the shared address: bits [4, 4 + log2 w) ^= bits [7, 7 + log2 w)
 // (Swizzle<3,4,3> for 128B). At issue (`at_issue`), a poisoned element aborts.
 std::vector<float> ReadOperand(uint64_t desc, bool mn_major, int rows, const char* name,
-                               bool at_issue) {
+                               bool at_issue, WgmmaType type) {
   const uint32_t start = static_cast<uint32_t>(desc & 0x3fffu) << 4;
   const uint32_t lbo = static_cast<uint32_t>((desc >> 16) & 0x3fffu) << 4;
   const uint32_t sbo = static_cast<uint32_t>((desc >> 32) & 0x3fffu) << 4;
@@ -375,10 +400,34 @@ std::vector<float> ReadOperand(uint64_t desc, bool mn_major, int rows, const cha
             Hex(addr) + ", element (" + std::to_string(r) + ", k " + std::to_string(k) + ") of " +
             where);
       }
-      out[static_cast<size_t>(r) * 16 + k] = Bf16Float(v);
+      out[static_cast<size_t>(r) * 16 + k] = ElementFloat(v, type);
     }
   }
   return out;
+}
+
+// The A operand (64 x 16) of a register-A wgmma from the warpgroup's threads' registers (the
+// fragment layout of hip_host_emulation.h's WgmmaRegA); records them for the retire check.
+std::vector<float> RegisterOperandA(int wg, WgmmaType type, WgmmaOp* op) {
+  std::vector<float> a(64 * 16);
+  for (int t = 0; t < kWgThreads; ++t) {
+    const uint32_t* regs = rt->fibers[wg * kWgThreads + t].wg_args.a_regs;
+    op->a_regs[t] = regs;
+    const int row = 16 * (t / 32) + (t % 32) / 4, k = 2 * (t % 4);
+    for (int i = 0; i < 4; ++i) {
+      op->a_at_issue[t][i] = regs[i];
+      const int r = row + 8 * (i & 1), kk = k + 8 * (i >> 1);
+      for (int half = 0; half < 2; ++half) {
+        const uint16_t bits = static_cast<uint16_t>(regs[i] >> (16 * half));
+        if (bits == kPoisonBf16) {
+          DieAt("register-A wgmma reads a poisoned element (0xffff) in register " +
+                std::to_string(i) + " of thread " + std::to_string(wg * kWgThreads + t));
+        }
+        a[r * 16 + kk + half] = ElementFloat(bits, type);
+      }
+    }
+  }
+  return a;
 }
 
 // Issues the wgmma whose arguments the warpgroup's threads gathered.
@@ -391,8 +440,14 @@ void IssueWgmma(int wg) {
   op.accumulate = args.accumulate;
   op.desc_a = args.desc_a;
   op.desc_b = args.desc_b;
-  op.a = ReadOperand(args.desc_a, false, 64, "A", true);
-  op.b = ReadOperand(args.desc_b, args.trans_b, args.n, "B", true);
+  op.type = args.type;
+  op.a_from_regs = args.a_regs != nullptr;
+  if (op.a_from_regs) {
+    op.a = RegisterOperandA(wg, args.type, &op);
+  } else {
+    op.a = ReadOperand(args.desc_a, false, 64, "A", true, args.type);
+  }
+  op.b = ReadOperand(args.desc_b, args.trans_b, args.n, "B", true, args.type);
   const int frag = args.n / 2;  // accumulators a thread holds: 64 x n over 128 threads
   op.input.assign(static_cast<size_t>(kWgThreads) * frag, 0.0f);
   for (int t = 0; t < kWgThreads; ++t) {
@@ -422,8 +477,21 @@ void RetireWgmmas(int wg, size_t count) {
   for (size_t i = 0; i < count; ++i) {
     WgmmaOp& op = g.ops[i];
     const int n = op.n;
-    const std::vector<float> a = ReadOperand(op.desc_a, false, 64, "A", false);
-    const std::vector<float> b = ReadOperand(op.desc_b, op.trans_b, n, "B", false);
+    if (op.a_from_regs) {
+      for (int t = 0; t < kWgThreads; ++t) {
+        for (int i = 0; i < 4; ++i) {
+          if (op.a_regs[t][i] != op.a_at_issue[t][i]) {
+            DieAt("A register " + std::to_string(i) + " of thread " +
+                  std::to_string(wg * kWgThreads + t) +
+                  " changed while a register-A wgmma on it was in flight (before the wait that "
+                  "retires it)");
+          }
+        }
+      }
+    }
+    const std::vector<float> a =
+        op.a_from_regs ? op.a : ReadOperand(op.desc_a, false, 64, "A", false, op.type);
+    const std::vector<float> b = ReadOperand(op.desc_b, op.trans_b, n, "B", false, op.type);
     for (int which = 0; which < 2; ++which) {
       const std::vector<float>& now = which == 0 ? a : b;
       const std::vector<float>& then = which == 0 ? op.a : op.b;
@@ -657,6 +725,15 @@ uint32_t SmemAddr(const void* p) {
   return static_cast<uint32_t>(at - base);
 }
 
+uint8_t* SmemBytes(uint32_t addr, int bytes) {
+  Self();  // inside a launch
+  if (addr % bytes != 0) {
+    DieAt("shared access of " + std::to_string(bytes) + " bytes at shared address " + Hex(addr) +
+          " not aligned to its size (" + WhoAmI() + ")");
+  }
+  return SmemAt(addr, bytes, "shared access");
+}
+
 void CheckMatrixDesc(uint32_t addr, uint32_t lbo, uint32_t sbo, uint32_t swizzle) {
   if (addr % 16 != 0 || lbo % 16 != 0 || sbo % 16 != 0 || addr >= (1u << 18) || lbo >= (1u << 18) ||
       sbo >= (1u << 18) || swizzle > 3) {
@@ -763,7 +840,8 @@ void WgmmaWait(int pending) {
   });
 }
 
-void Wgmma(float* d, int n, uint64_t desc_a, uint64_t desc_b, bool trans_b, bool accumulate) {
+void Wgmma(float* d, int n, uint64_t desc_a, uint64_t desc_b, bool trans_b, bool accumulate,
+           WgmmaType type) {
   if (n % 8 != 0 || n < 8 || n > 256) DieAt("wgmma: N must be a multiple of 8 in [8, 256]");
   WgArgs args;
   args.kind = WgKind::kWgmma;
@@ -773,8 +851,25 @@ void Wgmma(float* d, int n, uint64_t desc_a, uint64_t desc_b, bool trans_b, bool
   args.desc_b = desc_b;
   args.trans_b = trans_b;
   args.accumulate = accumulate;
+  args.type = type;
   args.fenced = Self().wgmma_fenced;
   WarpgroupCollective(args, "wgmma.mma_async", [](int wg) { IssueWgmma(wg); });
+}
+
+void WgmmaRegA(float* d, int n, const uint32_t (&a)[4], uint64_t desc_b, bool trans_b,
+               bool accumulate, WgmmaType type) {
+  if (n % 8 != 0 || n < 8 || n > 256) DieAt("wgmma: N must be a multiple of 8 in [8, 256]");
+  WgArgs args;
+  args.kind = WgKind::kWgmma;
+  args.d = d;
+  args.n = n;
+  args.a_regs = a;
+  args.desc_b = desc_b;
+  args.trans_b = trans_b;
+  args.accumulate = accumulate;
+  args.type = type;
+  args.fenced = Self().wgmma_fenced;
+  WarpgroupCollective(args, "wgmma.mma_async (register A)", [](int wg) { IssueWgmma(wg); });
 }
 
 uint32_t PackF16x2(float lo, float hi) {
@@ -787,19 +882,12 @@ uint32_t E4m3x2ToF16x2(uint32_t two) {
          (static_cast<uint32_t>(FloatToHalfRne(E4m3fnFloat((two >> 8) & 0xffu))) << 16);
 }
 
-float HalfBitsToFloat(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  float mag;
-  if (e == 0) {
-    mag = static_cast<float>(m) * 5.9604644775390625e-8f;  // m * 2^-24
-  } else if (e == 31) {
-    mag = BitsFloat(m ? 0x7fc00000u : 0x7f800000u);
-  } else {
-    mag = BitsFloat(((e + 112u) << 23) | (m << 13));
-  }
-  return BitsFloat(FloatBits(mag) | sign);
+uint32_t Bf16x2ToF16x2(uint32_t two) {
+  return static_cast<uint32_t>(FloatToHalfRne(Bf16Float(static_cast<uint16_t>(two)))) |
+         (static_cast<uint32_t>(FloatToHalfRne(Bf16Float(static_cast<uint16_t>(two >> 16)))) << 16);
 }
+
+float HalfBitsToFloat(uint16_t h) { return HalfFloat(h); }
 
 std::string Launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function<void()>& body,
                    Schedule schedule) {

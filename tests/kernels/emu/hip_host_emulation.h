@@ -17,15 +17,16 @@
 // Hopper primitives (kernels/decode/sm90_primitives.h maps its wrappers onto these, for
 // kernels/decode/mla_decode_sm90.h), with PTX semantics:
 //   * Shared addresses (SmemAddr) are byte offsets from the block's dynamic shared memory.
-//   * wgmma (m64nNk16, bf16, A and B from shared memory through matrix descriptors) is a
-//     warpgroup collective (128 consecutive threads): the operands are decoded from the
-//     descriptors as the hardware does (K-major and MN-major canonical layouts, no swizzle and
-//     32 / 64 / 128-byte swizzles, the swizzle applied to the shared address) and D = A B (+ D)
-//     is computed in fp32 from exact products; each thread's accumulator fragment follows the
-//     m64nN register layout. Completion is modeled: the operands are read when the wgmma is
+//   * wgmma (m64nNk16, bf16 or f16, A and B from shared memory through matrix descriptors, or
+//     A from registers) is a warpgroup collective (128 consecutive threads): the operands are
+//     decoded from the descriptors as the hardware does (K-major and MN-major canonical layouts, no
+//     swizzle and 32 / 64 / 128-byte swizzles, the swizzle applied to the shared address) and D = A
+//     B (+ D) is computed in fp32 from exact products; each thread's accumulator fragment follows
+//     the m64nN register layout. Completion is modeled: the operands are read when the wgmma is
 //     issued and read again when a wgmma.wait_group retires it and must not have changed
 //     (shared memory rewritten under an in-flight wgmma aborts); an operand holding poison
-//     (bf16 0xffff: never written, or a cp.async that has not landed) aborts; the
+//     (0xffff: never written, or a cp.async that has not landed) aborts, and so does a change
+//     of the A registers of a register-A wgmma before its retiring wait; the
 //     accumulators read as NaN from issue until the retiring wait, and writing them in that
 //     window aborts; a wgmma that starts an accumulator chain needs a wgmma.fence since the
 //     warpgroup's last wait; swizzled operand atoms must lie on the swizzle's grid (1024 bytes
@@ -80,6 +81,7 @@ struct alignas(16) float4 {
   float x, y, z, w;
 };
 inline uint2 make_uint2(uint32_t x, uint32_t y) { return {x, y}; }
+inline uint4 make_uint4(uint32_t x, uint32_t y, uint32_t z, uint32_t w) { return {x, y, z, w}; }
 inline float2 make_float2(float x, float y) { return {x, y}; }
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 
@@ -117,11 +119,17 @@ void CpAsyncCommit();
 void CpAsyncWait(int pending);
 uint32_t PackF16x2(float lo, float hi);
 uint32_t E4m3x2ToF16x2(uint32_t two);
+// Two bf16 (low half first) -> two f16, round to nearest even (exact for magnitudes in
+// [2^-14, 65504]; beyond 65504 -> inf).
+uint32_t Bf16x2ToF16x2(uint32_t two);
 float HalfBitsToFloat(uint16_t h);
 
 // Hopper primitives (see the file comment). Shared addresses are byte offsets from the
 // dynamic shared memory base.
 uint32_t SmemAddr(const void* p);
+// The bytes [addr, addr + bytes) of dynamic shared memory by shared address, for an access
+// of that size: aborts unless aligned to it and inside the launch's dynamic shared memory.
+uint8_t* SmemBytes(uint32_t addr, int bytes);
 // Checks the arguments of a wgmma matrix descriptor (kernels/decode/sm90_primitives.h
 // MatrixDesc encodes it): 16-byte aligned address and strides that fit the 14-bit fields.
 void CheckMatrixDesc(uint32_t addr, uint32_t lbo, uint32_t sbo, uint32_t swizzle);
@@ -133,9 +141,19 @@ void NamedBarrierSync(int id, int threads);
 void WgmmaFence();
 void WgmmaCommit();
 void WgmmaWait(int pending);
+// The element type of a wgmma's A and B operands (both the same).
+enum class WgmmaType { kBf16, kF16 };
 // d (m64n`n`, fp32 fragment) = A B (+ d with `accumulate`): A 64 x 16 K-major, B 16 x n K-major
-// or, with trans_b, MN-major; bf16 operands in shared memory.
-void Wgmma(float* d, int n, uint64_t desc_a, uint64_t desc_b, bool trans_b, bool accumulate);
+// or, with trans_b, MN-major; operands in shared memory.
+void Wgmma(float* d, int n, uint64_t desc_a, uint64_t desc_b, bool trans_b, bool accumulate,
+           WgmmaType type = WgmmaType::kBf16);
+// The same with A (64 x 16) from registers: each thread passes its four 32-bit registers of
+// the A fragment (warp w of the warpgroup holds rows 16 w .. 16 w + 15; lane l: a[0] = row
+// 16 w + l / 4, k = 2 (l % 4) and + 1 (low half first); a[1] the row + 8; a[2], a[3] the same
+// rows at k + 8). The registers must not change until the wait that retires the wgmma
+// (checked there).
+void WgmmaRegA(float* d, int n, const uint32_t (&a)[4], uint64_t desc_b, bool trans_b,
+               bool accumulate, WgmmaType type);
 
 // The order in which a block's threads run between barriers. Every order is a legal
 // execution (nothing bounds how far one warp runs ahead of another), and a race-free kernel

@@ -41,7 +41,8 @@ struct PlanOptions {
   PlanPolicy policy = PlanPolicy::kGreedyPayload;
   bool lse = false;  // the caller needs LSE (restricts the variant)
   // Most kv lanes (KvLanes below) for greedy_payload; 0: the arch's default
-  // (DefaultKvLanes: sm90 kMaxKvLanes, AMD 1, as AITER plans); 1: none.
+  // (DefaultKvLanes: 1 on every arch until the GPU planner walks lanes, so host and GPU
+  // plans stay identical); 1: none.
   int kv_lanes = 0;
 };
 

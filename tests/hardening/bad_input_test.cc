@@ -2,6 +2,7 @@
 // a status code and the words of the message that name the field and the value. (The batch
 // validator has its own table in tests/metadata/batch_test.cc, the registry validator in
 // tests/metadata/registry_test.cc, the CLI in tests/tools/mlaps_cli_test.sh.)
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <string>
@@ -62,7 +63,9 @@ absl::Status ParseBatch(const std::string& text) {
 
 absl::Status WriteAndReadRaw(const std::string& name, const std::string& bytes) {
   const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/raw_" + name;
-  std::system(("mkdir -p " + dir).c_str());
+  std::error_code made;
+  std::filesystem::create_directories(dir, made);
+  if (made) return absl::InternalError("cannot create " + dir + ": " + made.message());
   std::ofstream(dir + "/work_indptr.bin", std::ios::binary) << std::string("\0\0\0\0", 4);
   std::ofstream(dir + "/work_info_set.bin", std::ios::binary) << bytes;
   return sim::ReadRawPlan(dir, 1).status();

@@ -25,6 +25,7 @@
 #include "sim/plan_checker.h"
 #include "sim/reference.h"
 #include "sim/trace.h"
+#include "tests/kernels/decode/decode_checks.h"
 #include "tests/kernels/decode/mla_decode_testing.h"
 
 // Last, in this order: the emulation defines the device dialect (its macros must not reach
@@ -41,32 +42,24 @@ namespace {
 using testing::BatchArena;
 using testing::PlanArena;
 
-WorkPlan Plan(const Batch& batch, int num_cu, int fixed_overhead = 1) {
-  PlanOptions options;
-  options.num_cu = num_cu;
-  options.fixed_overhead = fixed_overhead;
-  absl::StatusOr<WorkPlan> plan = PlanDecode(batch, options);
-  EXPECT_TRUE(plan.ok()) << plan.status();
-  return plan.ok() ? *plan : WorkPlan{};
-}
+using testing::DecodeRunResult;
+using testing::ExpectRunMatchesPlan;
+using testing::RunCheck;
 
-struct EmuResult {
-  std::vector<float> o, lse;  // O: bf16 values, or fp32 with o_fp32
-  MlaStatus status{};
-  sim::Trace trace;
-  std::string error;
-};
+WorkPlan Plan(const Batch& batch, int num_cu, int fixed_overhead = 1) {
+  return testing::PlanForTest(batch, num_cu, fixed_overhead);
+}
 
 // Runs decode (+ reduce) for `c` under `plan` in the emulation; `mutate` may break the
 // plan's device copy (status tests). o_fp32: final O written as fp32 (MlaDecodeParams::o_fp32).
-EmuResult RunEmulated(const sim::DecodeCase& c, const WorkPlan& plan, int warps,
-                      testing::HostDecodeRun::Mutate mutate = nullptr,
-                      const testing::CpRank* cp = nullptr, bool o_fp32 = false) {
+DecodeRunResult RunEmulated(const sim::DecodeCase& c, const WorkPlan& plan, int warps,
+                            testing::HostDecodeRun::Mutate mutate = nullptr,
+                            const testing::CpRank* cp = nullptr, bool o_fp32 = false) {
   const bool fp8 = c.batch.q_dtype == DType::kFp8;
   testing::HostDecodeRun run(c, plan, cp, o_fp32, mutate);
   MlaDecodeParams& p = run.decode;
   const MlaReduceParams& rp = run.reduce;
-  EmuResult r;
+  DecodeRunResult r;
   if (warps == 16) p.block_threads = 512;
     // The launcher's choice: the compact layout (two blocks an SM) for tiles of <= 16 rows.
 #if MLAPS_MLA_MMA
@@ -111,31 +104,13 @@ void CheckCase(const sim::DecodeCase& c, const WorkPlan& plan, const std::string
 
 void CheckCase(const sim::DecodeCase& c, const WorkPlan& plan, const std::string& name, int warps) {
   SCOPED_TRACE(name);
-  ASSERT_TRUE(sim::CheckPlan(c.batch, plan).empty());
-  const EmuResult got = RunEmulated(c, plan, warps);
-  ASSERT_EQ(got.error, "");
-  EXPECT_EQ(got.status.code, kMlaOk)
-      << "index " << got.status.index << " value " << got.status.value;
+  const DecodeRunResult got = RunEmulated(c, plan, warps);
   sim::ExecutorOptions options;
   options.kv_block = mla::kBlockN;
-  absl::StatusOr<sim::ExecutorOutput> exec = sim::ExecutePlan(c.batch, plan, c.Inputs(), options);
-  ASSERT_TRUE(exec.ok()) << exec.status();
-  absl::StatusOr<sim::Comparison> vs_exec =
-      sim::CompareOutputs(got.o, got.lse, sim::ToDouble(exec->o), sim::ToDouble(exec->lse),
-                          sim::GatesFor(c.batch.q_dtype));
-  ASSERT_TRUE(vs_exec.ok());
-  EXPECT_TRUE(vs_exec->passed) << "vs executor: " << vs_exec->Summary();
-  absl::StatusOr<sim::ReferenceOutput> ref = sim::ReferenceDecode(c.batch, c.Inputs());
-  ASSERT_TRUE(ref.ok());
-  absl::StatusOr<sim::Comparison> vs_ref =
-      sim::CompareOutputs(got.o, got.lse, ref->o, ref->lse, sim::GatesFor(c.batch.q_dtype));
-  ASSERT_TRUE(vs_ref.ok());
-  EXPECT_TRUE(vs_ref->passed) << "vs reference: " << vs_ref->Summary();
-  absl::StatusOr<sim::Trace> want = sim::TraceOfPlan(plan);
-  ASSERT_TRUE(want.ok());
-  EXPECT_EQ(sim::FormatTrace(got.trace), sim::FormatTrace(*want));
+  const RunCheck check =
+      ExpectRunMatchesPlan(c.batch, plan, c.Inputs(), options, sim::GatesFor(c.batch.q_dtype), got);
   std::printf("%s: %d items on %d CUs, %d split tiles; vs executor %s\n", name.c_str(),
-              plan.num_works(), plan.num_cu, plan.num_reduce_tiles(), vs_exec->Summary().c_str());
+              plan.num_works(), plan.num_cu, plan.num_reduce_tiles(), check.vs_executor.c_str());
 }
 
 TEST(MlaDecodeEmuTest, Bf16SingleTokenVarlenPaged) {
@@ -291,11 +266,7 @@ void CheckCpRanks(const CpCase& k, int world, int interleave, int warps, uint64_
     const testing::CpRank cp = testing::MakeCpRank(*view, s, rank);
     const WorkPlan plan = Plan(view->batch, 3);
     ASSERT_NE(plan.variant.find("cprr"), std::string::npos) << plan.variant;
-    ASSERT_TRUE(sim::CheckPlan(c.batch, plan).empty());
-    const EmuResult got = RunEmulated(c, plan, warps, nullptr, &cp, /*o_fp32=*/true);
-    ASSERT_EQ(got.error, "");
-    EXPECT_EQ(got.status.code, kMlaOk)
-        << "index " << got.status.index << " value " << got.status.value;
+    const DecodeRunResult got = RunEmulated(c, plan, warps, nullptr, &cp, /*o_fp32=*/true);
     sim::CpGlobalPositions hook;
     hook.global_position = [&](int, int64_t j) { return CpGlobalPosition(rank, j, s); };
     hook.global_kv_len = view->global_kv_len;
@@ -304,37 +275,13 @@ void CheckCpRanks(const CpCase& k, int world, int interleave, int warps, uint64_
     sim::ExecutorOptions options;
     options.kv_block = mla::kBlockN;
     options.final_o_bf16 = false;  // fp32 final O, as the kernel writes it with o_fp32
-    absl::StatusOr<sim::ExecutorOutput> exec = sim::ExecutePlan(c.batch, plan, inputs, options);
-    ASSERT_TRUE(exec.ok()) << exec.status();
-    const sim::Gates gates = sim::GatesFor(k.dtype);
-    absl::StatusOr<sim::Comparison> vs_exec = sim::CompareOutputs(
-        got.o, got.lse, sim::ToDouble(exec->o), sim::ToDouble(exec->lse), gates);
-    ASSERT_TRUE(vs_exec.ok());
-    EXPECT_TRUE(vs_exec->passed) << "vs executor: " << vs_exec->Summary();
-    absl::StatusOr<sim::ReferenceOutput> ref = sim::ReferenceDecode(c.batch, inputs);
-    ASSERT_TRUE(ref.ok()) << ref.status();
-    absl::StatusOr<sim::Comparison> vs_ref =
-        sim::CompareOutputs(got.o, got.lse, ref->o, ref->lse, gates);
-    ASSERT_TRUE(vs_ref.ok());
-    EXPECT_TRUE(vs_ref->passed) << "vs reference: " << vs_ref->Summary();
-    absl::StatusOr<sim::Trace> want = sim::TraceOfPlan(plan);
-    ASSERT_TRUE(want.ok());
-    EXPECT_EQ(sim::FormatTrace(got.trace), sim::FormatTrace(*want));
-    // Rows that see none of this rank's tokens (the reference's -inf rows, and every row of a
-    // request the rank holds nothing of) are exactly O = 0, LSE = -inf.
+    // Also: rows that see none of this rank's tokens (the reference's -inf rows, and every row
+    // of a request the rank holds nothing of) are exactly O = 0, LSE = -inf.
+    const RunCheck check =
+        ExpectRunMatchesPlan(c.batch, plan, inputs, options, sim::GatesFor(k.dtype), got);
+    ASSERT_EQ(got.error, "");
+    const int64_t rank_empty = check.empty_rows;
     const float inf = std::numeric_limits<float>::infinity();
-    int64_t rank_empty = 0;
-    for (int64_t row = 0; row < static_cast<int64_t>(got.lse.size()); ++row) {
-      if (ref->lse[row] != -std::numeric_limits<double>::infinity()) {
-        EXPECT_NE(got.lse[row], -inf) << "row " << row;
-        continue;
-      }
-      ++rank_empty;
-      EXPECT_EQ(got.lse[row], -inf) << "row " << row;
-      for (int d = 0; d < kHeadDimV; ++d) {
-        ASSERT_EQ(got.o[row * kHeadDimV + d], 0.0f) << "row " << row << " dim " << d;
-      }
-    }
     for (int b = 0; b < c.batch.num_requests(); ++b) {
       if (c.batch.kv_len(b) != 0) continue;
       for (int64_t t = c.batch.qo_indptr[b]; t < c.batch.qo_indptr[b + 1]; ++t) {
@@ -346,10 +293,10 @@ void CheckCpRanks(const CpCase& k, int world, int interleave, int warps, uint64_
     empty_rows += rank_empty;
     std::printf("cp %s: %d items, %d split tiles, %lld empty rows; vs executor %s\n", name.c_str(),
                 plan.num_works(), plan.num_reduce_tiles(), static_cast<long long>(rank_empty),
-                vs_exec->Summary().c_str());
+                check.vs_executor.c_str());
     // The default bf16 final O of the same rank is the fp32 O rounded once (same arithmetic
     // up to the store), and the LSE is the same.
-    const EmuResult bf16 = RunEmulated(c, plan, warps, nullptr, &cp);
+    const DecodeRunResult bf16 = RunEmulated(c, plan, warps, nullptr, &cp);
     ASSERT_EQ(bf16.error, "");
     EXPECT_EQ(bf16.status.code, kMlaOk);
     ASSERT_EQ(bf16.o.size(), got.o.size());
@@ -372,21 +319,9 @@ void CheckCpRanks(const CpCase& k, int world, int interleave, int warps, uint64_
                            std::to_string(interleave) + " merged (" + std::to_string(warps) +
                            " warps)";
   SCOPED_TRACE(name);
-  std::vector<absl::Span<const float>> os(rank_o.begin(), rank_o.end());
-  std::vector<absl::Span<const float>> ls(rank_lse.begin(), rank_lse.end());
-  std::vector<float> merged_o(rows * kHeadDimV), merged_lse(rows);
-  ASSERT_TRUE(sim::MergeCpRanks(os, ls, rows, kHeadDimV, absl::MakeSpan(merged_o),
-                                absl::MakeSpan(merged_lse))
-                  .ok());
-  for (float& x : merged_o) x = sim::RoundToBf16(x);  // the decode output's one rounding
-  absl::StatusOr<sim::ReferenceOutput> ref = sim::ReferenceDecode(global, gc.Inputs());
-  ASSERT_TRUE(ref.ok()) << ref.status();
-  absl::StatusOr<sim::Comparison> merged =
-      sim::CompareOutputs(merged_o, merged_lse, ref->o, ref->lse, sim::GatesFor(k.dtype));
-  ASSERT_TRUE(merged.ok());
-  EXPECT_TRUE(merged->passed) << "merged vs unsharded reference: " << merged->Summary();
-  EXPECT_EQ(merged->num_failing, 0) << merged->Summary();
-  std::printf("cp %s vs unsharded reference: %s\n", name.c_str(), merged->Summary().c_str());
+  const std::string merged = testing::ExpectMergedRanksMatchReference(
+      global, gc.Inputs(), rank_o, rank_lse, sim::GatesFor(k.dtype));
+  std::printf("cp %s vs unsharded reference: %s\n", name.c_str(), merged.c_str());
 }
 
 // One test per (case, W, I), so that test shards stay short: CpRoundRobinEveryRank/N with
@@ -451,7 +386,7 @@ TEST(MlaDecodeEmuTest, StatusWordReportsBadItems) {
        kMlaBadQoRange},
   };
   for (const Planted& planted : cases) {
-    const EmuResult got = RunEmulated(c, plan, 8, planted.mutate);
+    const DecodeRunResult got = RunEmulated(c, plan, 8, planted.mutate);
     EXPECT_EQ(got.error, "");
     EXPECT_EQ(got.status.code, planted.code)
         << "cu " << got.status.cu << " index " << got.status.index << " value " << got.status.value;

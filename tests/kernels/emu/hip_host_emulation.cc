@@ -840,35 +840,32 @@ void WgmmaWait(int pending) {
   });
 }
 
-void Wgmma(float* d, int n, uint64_t desc_a, uint64_t desc_b, bool trans_b, bool accumulate,
-           WgmmaType type) {
+// The arguments both wgmma forms share (A comes from shared memory or from registers).
+WgArgs WgmmaArgs(float* d, int n, uint64_t desc_b, bool trans_b, bool accumulate, WgmmaType type) {
   if (n % 8 != 0 || n < 8 || n > 256) DieAt("wgmma: N must be a multiple of 8 in [8, 256]");
   WgArgs args;
   args.kind = WgKind::kWgmma;
   args.d = d;
   args.n = n;
-  args.desc_a = desc_a;
   args.desc_b = desc_b;
   args.trans_b = trans_b;
   args.accumulate = accumulate;
   args.type = type;
   args.fenced = Self().wgmma_fenced;
+  return args;
+}
+
+void Wgmma(float* d, int n, uint64_t desc_a, uint64_t desc_b, bool trans_b, bool accumulate,
+           WgmmaType type) {
+  WgArgs args = WgmmaArgs(d, n, desc_b, trans_b, accumulate, type);
+  args.desc_a = desc_a;
   WarpgroupCollective(args, "wgmma.mma_async", [](int wg) { IssueWgmma(wg); });
 }
 
 void WgmmaRegA(float* d, int n, const uint32_t (&a)[4], uint64_t desc_b, bool trans_b,
                bool accumulate, WgmmaType type) {
-  if (n % 8 != 0 || n < 8 || n > 256) DieAt("wgmma: N must be a multiple of 8 in [8, 256]");
-  WgArgs args;
-  args.kind = WgKind::kWgmma;
-  args.d = d;
-  args.n = n;
+  WgArgs args = WgmmaArgs(d, n, desc_b, trans_b, accumulate, type);
   args.a_regs = a;
-  args.desc_b = desc_b;
-  args.trans_b = trans_b;
-  args.accumulate = accumulate;
-  args.type = type;
-  args.fenced = Self().wgmma_fenced;
   WarpgroupCollective(args, "wgmma.mma_async (register A)", [](int wg) { IssueWgmma(wg); });
 }
 

@@ -1,0 +1,152 @@
+// The harness of the sm90 wgmma kernel tests on the CPU emulation (mla_decode_sm90_emu_test.cc):
+// one kernel under test, run with the reduce kernel in the emulation, checked against the
+// executor, the fp64 reference and the plan's trace, and run again with the low or the high
+// warpgroups as far ahead as their waits allow (the same bits required).
+//
+// A textual header: include it after tests/kernels/emu/hip_host_emulation.h and the device
+// headers (it launches mla::MlaReduceKernel through mlaps_emu::Launch).
+#ifndef MLAPS_TESTS_KERNELS_DECODE_SM90_EMU_HARNESS_H_
+#define MLAPS_TESTS_KERNELS_DECODE_SM90_EMU_HARNESS_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "metadata/batch.h"
+#include "metadata/cp_shard.h"
+#include "sim/decode_case.h"
+#include "sim/executor.h"
+#include "sim/reference.h"
+#include "tests/kernels/decode/decode_checks.h"
+#include "tests/kernels/decode/mla_decode_testing.h"
+
+namespace mlaps::testing {
+
+// One sm90 decode kernel: its launch shape, its online-softmax step (the executor's kv_block)
+// and its body for one emulated thread.
+struct Sm90KernelUnderTest {
+  unsigned threads;
+  size_t smem_bytes;
+  int kv_block;
+  MlaDecodePath path;
+  void (*body)(const MlaDecodeParams& p, bool fp8);
+};
+
+// Decode + reduce for `c` under `plan` in the emulation, outputs poisoned first, the block's
+// threads run in `schedule`'s order. o_fp32: final O as fp32 (MlaDecodeParams::o_fp32).
+inline DecodeRunResult RunSm90(const Sm90KernelUnderTest& k, const sim::DecodeCase& c,
+                               const WorkPlan& plan,
+                               mlaps_emu::Schedule schedule = mlaps_emu::Schedule::kRoundRobin,
+                               const CpRank* cp = nullptr, bool o_fp32 = false) {
+  const bool fp8 = c.batch.q_dtype == DType::kFp8;
+  HostDecodeRun run(c, plan, cp, o_fp32);
+  MlaDecodeParams& p = run.decode;
+  p.path = k.path;
+  const MlaReduceParams& rp = run.reduce;
+  DecodeRunResult r;
+  r.error = mlaps_emu::Launch(
+      dim3(plan.num_cu), dim3(k.threads), k.smem_bytes, [&] { k.body(p, fp8); }, schedule);
+  if (r.error.empty() && rp.reduce_tiles_capacity > 0) {
+    r.error = mlaps_emu::Launch(dim3(rp.reduce_tiles_capacity, mla::kReduceRowSplit),
+                                dim3(mla::kReduceThreads), 0, [&] { mla::MlaReduceKernel(rp); });
+  }
+  r.o = run.O();
+  r.lse = run.Lse();
+  r.status = run.Status();
+  r.trace = run.Trace();
+  return r;
+}
+
+// The same run with the warpgroups' relative progress skewed both ways: a kernel without
+// races writes the same bits, status and trace.
+inline void ExpectScheduleIndependent(const Sm90KernelUnderTest& k, const sim::DecodeCase& c,
+                                      const WorkPlan& plan, const DecodeRunResult& round_robin,
+                                      const CpRank* cp = nullptr, bool o_fp32 = false) {
+  for (mlaps_emu::Schedule schedule :
+       {mlaps_emu::Schedule::kLowWarpgroupsFirst, mlaps_emu::Schedule::kHighWarpgroupsFirst}) {
+    const bool low = schedule == mlaps_emu::Schedule::kLowWarpgroupsFirst;
+    SCOPED_TRACE(low ? "low warpgroups run ahead" : "high warpgroups run ahead");
+    const DecodeRunResult got = RunSm90(k, c, plan, schedule, cp, o_fp32);
+    ASSERT_EQ(got.error, "");
+    EXPECT_EQ(got.status.code, round_robin.status.code);
+    EXPECT_TRUE(SameBits(got.o, round_robin.o)) << "O differs from the round-robin run";
+    EXPECT_TRUE(SameBits(got.lse, round_robin.lse)) << "LSE differs from the round-robin run";
+    EXPECT_EQ(sim::FormatTrace(got.trace), sim::FormatTrace(round_robin.trace));
+  }
+}
+
+inline sim::ExecutorOptions ExecutorOptionsFor(const Sm90KernelUnderTest& k) {
+  sim::ExecutorOptions options;
+  options.kv_block = k.kv_block;
+  return options;
+}
+
+// The emulated kernels vs the executor (same plan) and the fp64 reference under the dtype's
+// gates, the trace vs the plan's, the same bits under skewed schedules.
+inline void CheckSm90Case(const Sm90KernelUnderTest& k, const sim::DecodeCase& c,
+                          const WorkPlan& plan, const std::string& name) {
+  SCOPED_TRACE(name);
+  const DecodeRunResult got = RunSm90(k, c, plan);
+  const RunCheck check = ExpectRunMatchesPlan(c.batch, plan, c.Inputs(), ExecutorOptionsFor(k),
+                                              sim::GatesFor(c.batch.q_dtype), got);
+  std::printf("%s: %d items on %d CUs, %d split tiles; vs executor %s\n", name.c_str(),
+              plan.num_works(), plan.num_cu, plan.num_reduce_tiles(), check.vs_executor.c_str());
+  if (got.error.empty()) ExpectScheduleIndependent(k, c, plan, got);
+}
+
+// CP round-robin (W ranks, I tokens a sub-page), bf16: every rank runs its shard with fp32
+// final O against the executor (final_o_bf16 = false) and the fp64 reference on the same view
+// with the CP hook (rows that see none of the rank's tokens exactly O = 0, LSE = -inf), then
+// the ranks merged against the unsharded reference.
+inline void CheckSm90CpRanks(const Sm90KernelUnderTest& k, int heads, int qlen,
+                             const std::vector<int>& kv_lens, int world, int interleave,
+                             uint64_t seed) {
+  const int page = interleave == 1 ? 16 : 64;
+  const Batch global = MakeVarlenBatch(Arch::kSm90, DType::kBf16, heads, kv_lens, qlen, page);
+  const sim::DecodeCase gc = sim::MakeDecodeCase(global, seed);
+  const CpSharding s{world, interleave};
+  std::vector<std::vector<float>> rank_o(world), rank_lse(world);
+  int64_t empty_rows = 0;
+  const std::string shape = "H" + std::to_string(heads) + " q" + std::to_string(qlen) + " W" +
+                            std::to_string(world) + " I" + std::to_string(interleave);
+  for (int rank = 0; rank < world; ++rank) {
+    const std::string name = shape + " rank " + std::to_string(rank);
+    SCOPED_TRACE(name);
+    absl::StatusOr<CpShardView> view = MakeCpShardView(global, gc.kv_indices, s, rank);
+    ASSERT_TRUE(view.ok()) << view.status();
+    ASSERT_TRUE(view->batch.cp_round_robin);
+    const sim::DecodeCase c = MakeCpRankCase(gc, *view);
+    const CpRank cp = MakeCpRank(*view, s, rank);
+    const WorkPlan plan = PlanForTest(view->batch, 3);
+    ASSERT_NE(plan.variant.find("cprr"), std::string::npos) << plan.variant;
+    const DecodeRunResult got =
+        RunSm90(k, c, plan, mlaps_emu::Schedule::kRoundRobin, &cp, /*o_fp32=*/true);
+    sim::CpGlobalPositions hook;
+    hook.global_position = [&](int, int64_t j) { return CpGlobalPosition(rank, j, s); };
+    hook.global_kv_len = view->global_kv_len;
+    sim::DecodeInputs inputs = c.Inputs();
+    inputs.cp = &hook;
+    sim::ExecutorOptions options = ExecutorOptionsFor(k);
+    options.final_o_bf16 = false;  // fp32 final O, as the kernel writes it with o_fp32
+    const RunCheck check =
+        ExpectRunMatchesPlan(c.batch, plan, inputs, options, sim::GatesFor(DType::kBf16), got);
+    ASSERT_EQ(got.error, "");
+    empty_rows += check.empty_rows;
+    std::printf("cp %s: %d items, %d split tiles; vs executor %s\n", name.c_str(), plan.num_works(),
+                plan.num_reduce_tiles(), check.vs_executor.c_str());
+    ExpectScheduleIndependent(k, c, plan, got, &cp, /*o_fp32=*/true);
+    rank_o[rank] = got.o;
+    rank_lse[rank] = got.lse;
+  }
+  EXPECT_GT(empty_rows, 0);  // the short request leaves ranks / tokens with nothing
+  SCOPED_TRACE(shape + " merged");
+  const std::string merged = ExpectMergedRanksMatchReference(global, gc.Inputs(), rank_o, rank_lse,
+                                                             sim::GatesFor(DType::kBf16));
+  std::printf("cp %s merged vs unsharded reference: %s\n", shape.c_str(), merged.c_str());
+}
+
+}  // namespace mlaps::testing
+
+#endif  // MLAPS_TESTS_KERNELS_DECODE_SM90_EMU_HARNESS_H_

@@ -592,7 +592,8 @@ __device__ int RunConsumerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
     const float lq = QuadSum(st.l[h]);
     if (quad == 0) row_l[kW * 64 + r0 + 8 * h] = lq;
   }
-  MLAPS_SM90_TIMED(7, NamedBarrierSync(1, 2 * kSm90WgThreads));
+  // Both consumers, from their own template instances: the non-aligned barrier.
+  MLAPS_SM90_TIMED(7, NamedBarrierSyncAcrossBranches(1, 2 * kSm90WgThreads));
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = r0 + 8 * h;

@@ -1,6 +1,22 @@
+// Fibers switch with __builtin_setjmp / __builtin_longjmp: a few registers, no signal-mask
+// system call (swapcontext's made switching 90% of an emulated run) and no sanitizer
+// interception of longjmp; a fiber starts with setcontext once. AddressSanitizer is told of
+// every switch (its fiber interface), and a fiber's stack is unpoisoned before it is reused.
 #include "tests/kernels/emu/hip_host_emulation.h"
 
 #include <ucontext.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define MLAPS_EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MLAPS_EMU_ASAN 1
+#endif
+#endif
+#if defined(MLAPS_EMU_ASAN)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 #include <algorithm>
 #include <array>
@@ -45,7 +61,9 @@ struct WgArgs {
 };
 
 struct Fiber {
-  ucontext_t ctx;
+  ucontext_t ctx;   // the entry (makecontext), run once with setcontext
+  void* resume[5];  // where the fiber continues after its last yield (__builtin_setjmp)
+  bool started = false;
   std::unique_ptr<char[]> stack;
   ThreadState state;
   bool done = false;
@@ -101,9 +119,13 @@ struct Runtime {
   std::vector<Fiber> fibers;
   int current = -1;
   ucontext_t scheduler;
+  void* scheduler_resume[5];              // the scheduler's loop, where a yield returns to
+  const void* scheduler_stack = nullptr;  // its stack (AddressSanitizer's fiber switches)
+  size_t scheduler_stack_size = 0;
   Barrier block_barrier;
   std::vector<Barrier> warp_barriers;
   std::vector<uint8_t> warp_slots;
+  std::vector<int> block_slots;  // one int per thread (__syncthreads_or)
   long progress = 0;  // barrier arrivals and finished threads: a pass without any = deadlock
   const std::function<void()>* body = nullptr;
   std::vector<uint8_t> smem;
@@ -143,9 +165,40 @@ Fiber& Self() {
   return rt->fibers[rt->current];
 }
 
+// AddressSanitizer's bookkeeping of a switch to the stack [bottom, bottom + size), and of its
+// end on the new stack (which learns the previous stack's bounds).
+void StartSwitch(const void* bottom, size_t size) {
+#if defined(MLAPS_EMU_ASAN)
+  __sanitizer_start_switch_fiber(nullptr, bottom, size);
+#else
+  (void)bottom, (void)size;
+#endif
+}
+void FinishSwitch(const void** previous_bottom, size_t* previous_size) {
+#if defined(MLAPS_EMU_ASAN)
+  __sanitizer_finish_switch_fiber(nullptr, previous_bottom, previous_size);
+#else
+  (void)previous_bottom, (void)previous_size;
+#endif
+}
+
+// Continues at `where` (a __builtin_setjmp buffer), on its stack; never returns. Its own
+// function: GCC wants __builtin_setjmp and __builtin_longjmp in different functions. Not
+// instrumented, not [[noreturn]]: AddressSanitizer would precede the jump with its no-return
+// handler (a system call and the unpoisoning of the whole stack, at every switch); it knows
+// of the switch through StartSwitch instead.
+// (The null test keeps GCC from inferring [[noreturn]] itself.)
+__attribute__((noinline, no_sanitize_address)) void JumpTo(void** where) {
+  if (where != nullptr) __builtin_longjmp(where, 1);
+}
+
 void Yield() {
   Fiber& f = Self();
-  swapcontext(&f.ctx, &rt->scheduler);
+  if (__builtin_setjmp(f.resume) == 0) {
+    StartSwitch(rt->scheduler_stack, rt->scheduler_stack_size);
+    JumpTo(rt->scheduler_resume);
+  }
+  FinishSwitch(nullptr, nullptr);
 }
 
 // Arrives on `b` (of `size` threads) and waits for the others; the last to arrive runs
@@ -175,9 +228,25 @@ int LaneOf() { return static_cast<int>(Self().state.thread_idx.x % kLanes); }
 int WarpOf() { return static_cast<int>(Self().state.thread_idx.x / kLanes); }
 
 void FiberEntry() {
+  FinishSwitch(&rt->scheduler_stack, &rt->scheduler_stack_size);
   (*rt->body)();
   rt->fibers[rt->current].done = true;
   ++rt->progress;
+  StartSwitch(rt->scheduler_stack, rt->scheduler_stack_size);
+  JumpTo(rt->scheduler_resume);  // never returns (uc_link is not used)
+}
+
+// Runs fiber f until it yields or ends.
+void RunFiber(Runtime& runtime, Fiber& f) {
+  if (__builtin_setjmp(runtime.scheduler_resume) == 0) {
+    StartSwitch(f.stack.get(), kStackBytes);
+    if (!f.started) {
+      f.started = true;
+      setcontext(&f.ctx);  // does not return
+    }
+    JumpTo(f.resume);
+  }
+  FinishSwitch(nullptr, nullptr);
 }
 
 uint32_t FloatBits(float f) {
@@ -621,6 +690,16 @@ void SyncWarp() {
   Arrive(rt->warp_barriers[warp], size, WaitKind::kWarp, static_cast<uint32_t>(warp));
 }
 
+int SyncThreadsOr(int predicate) {
+  if (rt == nullptr || rt->current < 0) Die("__syncthreads_or outside a launch", nullptr);
+  rt->block_slots[rt->current] = predicate != 0;
+  SyncThreads();
+  int any = 0;
+  for (int v : rt->block_slots) any |= v;
+  SyncThreads();  // nobody overwrites a slot before every thread has read them all
+  return any;
+}
+
 long long Clock() { return rt != nullptr ? ++rt->clock : 0; }
 
 uint8_t* DynamicSmem() { return rt->smem.data(); }
@@ -898,6 +977,7 @@ std::string Launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function
   runtime.fibers.resize(threads);
   for (Fiber& f : runtime.fibers) f.stack.reset(new char[kStackBytes]);
   runtime.warp_slots.assign(static_cast<size_t>(warps) * kLanes * kSlotBytes, 0);
+  runtime.block_slots.assign(threads, 0);
   runtime.smem.assign(smem_bytes + 16, 0xff);
   runtime.smem_bytes = smem_bytes;
   std::string error;
@@ -915,12 +995,17 @@ std::string Launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function
         for (int i = 0; i < threads; ++i) {
           Fiber& f = runtime.fibers[i];
           f.done = false;
+          f.started = false;
           f.groups.clear();
           f.open.clear();
           f.wgmma_fenced = false;
           f.wait = WaitKind::kNone;
           f.state.thread_idx = dim3(i % block.x, (i / block.x) % block.y, i / (block.x * block.y));
           f.state.block_idx = dim3(bx, by, bz);
+#if defined(MLAPS_EMU_ASAN)
+          // The last block's frames ended with a jump, not a return: clear their redzones.
+          ASAN_UNPOISON_MEMORY_REGION(f.stack.get(), kStackBytes);
+#endif
           getcontext(&f.ctx);
           f.ctx.uc_stack.ss_sp = f.stack.get();
           f.ctx.uc_stack.ss_size = kStackBytes;
@@ -943,7 +1028,7 @@ std::string Launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function
               Fiber& f = runtime.fibers[i];
               if (f.done) continue;
               runtime.current = i;
-              swapcontext(&runtime.scheduler, &f.ctx);
+              RunFiber(runtime, f);
               runtime.current = -1;
             }
             progressed = runtime.progress != before;

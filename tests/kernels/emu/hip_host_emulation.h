@@ -1,13 +1,15 @@
-// A CPU emulation of the small part of the HIP/CUDA device dialect that
-// kernels/decode/mla_decode_device.h uses, so that its kernels run unchanged on the host in CPU
-// tests (tests/kernels/decode/mla_decode_emu_test.cc): the same tile code, MMA fragment layouts,
-// cp.async ring and barriers, compared with the simulator without a GPU.
+// A CPU emulation of the small part of the HIP/CUDA device dialect that the kernels use, so
+// that they run unchanged on the host in CPU tests: kernels/decode/mla_decode_device.h and the
+// sm90 kernels (tests/kernels/decode: the same tile code, MMA and wgmma fragment layouts,
+// cp.async rings, mbarriers, compared with the simulator) and the GPU planner
+// (kernels/planner/planner_kernel_device.h in tests/kernels/planner/planner_kernel_emu_test.cc:
+// shuffles, ballots, block scans, __syncthreads_or, compared with the host planner).
 //
 // Model: blocks run one after another; a block's threads are cooperatively scheduled fibers
-// (ucontext) that switch only at barriers, so a run is deterministic. Warp collectives
-// (shuffles, ldmatrix, mma.sync) gather the 32 lanes' operands at a warp barrier. A barrier
-// that some threads never reach is reported as a deadlock instead of hanging.
-// cp.async: the destination is poisoned (all bytes 0xff: NaN in bf16, f16, fp32 and fp8
+// (own stacks, switched with __builtin_setjmp / longjmp) that switch only at barriers, so a run is
+// deterministic. Warp collectives (shuffles, ldmatrix, mma.sync) gather the 32 lanes' operands at a
+// warp barrier. A barrier that some threads never reach is reported as a deadlock instead of
+// hanging. cp.async: the destination is poisoned (all bytes 0xff: NaN in bf16, f16, fp32 and fp8
 // e4m3fn) when the copy is issued and filled when the issuing thread's wait retires its
 // group, so reading a buffer before its copies are waited for, or refilling one that others
 // still read, shows up as NaNs. Dynamic shared memory starts as 0xff bytes too.
@@ -58,6 +60,8 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define __noinline__  // inlining does not matter on the host (and the empty form keeps
+                      // libstdc++'s __attribute__((__noinline__)) valid)
 #define __launch_bounds__(...)
 #define __align__(n) alignas(n)
 // A function-local __shared__ array: one instance shared by the block's fibers (blocks run
@@ -74,6 +78,9 @@ struct alignas(8) uint2 {
 struct alignas(16) uint4 {
   uint32_t x, y, z, w;
 };
+struct alignas(16) int4 {
+  int32_t x, y, z, w;
+};
 struct alignas(8) float2 {
   float x, y;
 };
@@ -82,6 +89,7 @@ struct alignas(16) float4 {
 };
 inline uint2 make_uint2(uint32_t x, uint32_t y) { return {x, y}; }
 inline uint4 make_uint4(uint32_t x, uint32_t y, uint32_t z, uint32_t w) { return {x, y, z, w}; }
+inline int4 make_int4(int32_t x, int32_t y, int32_t z, int32_t w) { return {x, y, z, w}; }
 inline float2 make_float2(float x, float y) { return {x, y}; }
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 
@@ -98,6 +106,9 @@ extern dim3 g_block_dim;
 extern dim3 g_grid_dim;
 
 void SyncThreads();
+// __syncthreads_or: a block barrier that also returns whether any thread passed a nonzero
+// predicate.
+int SyncThreadsOr(int predicate);
 void SyncWarp();
 long long Clock();
 uint8_t* DynamicSmem();
@@ -188,12 +199,81 @@ inline T __shfl_xor(T v, int lane_mask, int width = warpSize) {
   return all[(threadIdx.x % 32) ^ lane_mask];
 }
 
+inline int __syncthreads_or(int predicate) { return mlaps_emu::SyncThreadsOr(predicate); }
+
+// Lane `src_lane` of the warp (modulo the warp size; width: whole warps only).
+template <typename T>
+inline T __shfl(T v, int src_lane, int width = warpSize) {
+  (void)width;
+  T all[32];
+  mlaps_emu::WarpAllGather(v, all);
+  return all[src_lane & 31];
+}
+// Lane - delta, or the caller's own value below lane delta.
+template <typename T>
+inline T __shfl_up(T v, unsigned delta, int width = warpSize) {
+  (void)width;
+  T all[32];
+  mlaps_emu::WarpAllGather(v, all);
+  const unsigned lane = threadIdx.x % 32;
+  return lane >= delta ? all[lane - delta] : v;
+}
+// Lane + delta, or the caller's own value past the last lane.
+template <typename T>
+inline T __shfl_down(T v, unsigned delta, int width = warpSize) {
+  (void)width;
+  T all[32];
+  mlaps_emu::WarpAllGather(v, all);
+  const unsigned lane = threadIdx.x % 32;
+  return lane + delta < 32 ? all[lane + delta] : v;
+}
+// Bit l: lane l's predicate (a 32-lane warp: the high 32 bits are 0).
+inline unsigned long long __ballot64(int predicate) {
+  int all[32];
+  mlaps_emu::WarpAllGather(predicate, all);
+  unsigned long long bits = 0;
+  for (int l = 0; l < 32; ++l) bits |= static_cast<unsigned long long>(all[l] != 0) << l;
+  return bits;
+}
+
 inline int __ffs(int x) { return __builtin_ffs(x); }
+inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+inline float __fdividef(float a, float b) { return a / b; }
+// CUDA's min / max overloads for mixed integer types: the usual arithmetic conversions.
+template <typename A, typename B>
+inline auto min(A a, B b) -> decltype(a + b) {
+  return b < a ? b : a;
+}
+template <typename A, typename B>
+inline auto max(A a, B b) -> decltype(a + b) {
+  return a < b ? b : a;
+}
+
+// Atomics: threads switch only at barriers, so a read-modify-write is atomic as it stands.
 inline int atomicCAS(int* p, int compare, int value) {
   const int old = *p;
   if (old == compare) *p = value;
   return old;
 }
+template <typename T>
+inline T atomicMin(T* p, T value) {
+  const T old = *p;
+  if (value < old) *p = value;
+  return old;
+}
+template <typename T>
+inline T atomicMax(T* p, T value) {
+  const T old = *p;
+  if (old < value) *p = value;
+  return old;
+}
+template <typename T>
+inline T atomicAdd(T* p, T value) {
+  const T old = *p;
+  *p = old + value;
+  return old;
+}
 inline long long clock64() { return mlaps_emu::Clock(); }
+inline long long wall_clock64() { return mlaps_emu::Clock(); }
 
 #endif  // MLAPS_TESTS_KERNELS_EMU_HIP_HOST_EMULATION_H_

@@ -2,223 +2,29 @@
 // every output array byte for byte over representative and thousands of random batches, in each way
 // the kernel can walk the CUs; the first input error and the first too-small buffer the host
 // reports; outputs untouched on error and never written past a capacity (guard words); replay
-// inside a graph.
-#include <algorithm>
-#include <cstdio>
+// inside a graph. The checks are planner_kernel_testing.h's (the CPU emulation test runs them
+// too, on fewer batches); this file owns the device memory.
+#include <cstdint>
 #include <cstring>
-#include <iterator>
-#include <random>
-#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/planner/planner_kernel.h"
 #include "kernels/platform/hip_runtime.h"
 #include "metadata/batch.h"
-#include "metadata/capacity.h"
 #include "metadata/planner.h"
-#include "metadata/registry.h"
+#include "tests/kernels/planner/planner_kernel_testing.h"
 
 namespace mlaps {
 namespace {
+
+using namespace ::mlaps::testing;  // NOLINT: the shared checks and their vocabulary
 
 #define ASSERT_HIP_OK(expr)                                              \
   do {                                                                   \
     hipError_t e_ = (expr);                                              \
     ASSERT_EQ(e_, hipSuccess) << #expr << ": " << hipGetErrorString(e_); \
   } while (0)
-
-constexpr int32_t kSentinel = 0x5A5A5A5A;  // every byte 0x5A: hipMemset-able
-constexpr int64_t kGuardWords = 64;        // checked words past each buffer's capacity
-
-// The walks the kernel can take to the same plan (GpuPlannerParams::max_scan_iterations),
-// each at another block size (GpuPlannerParams::threads; 64 makes threads loop over several
-// requests and CUs).
-constexpr int kWalkModes[] = {8, 0, 1};
-int ThreadsFor(int iterations) { return iterations == 0 ? 64 : iterations == 1 ? 512 : 0; }
-const char* WalkName(int iterations) {
-  return iterations == 0   ? "warp windows only, 64 threads"
-         : iterations == 1 ? "1 round + warp windows, 512 threads"
-                           : "parallel rounds, default threads";
-}
-
-// What the host planner needs besides the batch, resolved as PlanDecodeInto resolves it.
-struct Resolved {
-  PlanOptions options;
-  ResolvedVariant variant;
-  PlanCapacity capacity;
-};
-
-absl::StatusOr<Resolved> Resolve(const Batch& batch, const PlanOptions& options) {
-  absl::StatusOr<PlanOptions> o = ResolveOptions(batch, options);
-  if (!o.ok()) return o.status();
-  VariantQuery vq = VariantQueryOf(batch, o->lse);
-  vq.qlen = std::max(1, vq.qlen);
-  absl::StatusOr<ResolvedVariant> v = ResolveVariant(vq);
-  if (!v.ok()) return v.status();
-  // As PlanDecodeInto: the default grid is the arch's CUs x the variant's blocks_per_cu.
-  if (options.num_cu == 0) o->num_cu *= v->blocks_per_cu;
-  CapacityQuery cq;
-  cq.arch = batch.arch;
-  cq.q_dtype = batch.q_dtype;
-  cq.kv_dtype = batch.kv_dtype;
-  cq.num_heads = batch.num_heads;
-  cq.max_batch = batch.num_requests();
-  cq.max_qlen = vq.qlen;
-  cq.num_cu = o->num_cu;
-  cq.cp_round_robin = batch.cp_round_robin;
-  cq.lse = o->lse;
-  absl::StatusOr<PlanCapacity> c = ComputePlanCapacity(cq);
-  if (!c.ok()) return c.status();
-  return Resolved{*o, *v, *c};
-}
-
-// Capacities of the six buffers, in GpuPlanBuffer order.
-struct Capacities {
-  int64_t entries[6];  // work_info in rows
-  int64_t Words(int i) const { return i == kGpuPlanBufWorkInfo ? 8 * entries[i] : entries[i]; }
-};
-
-Capacities FromPlanCapacity(const PlanCapacity& c) {
-  return {{c.qo_indptr, c.work_indptr, c.work_info, c.reduce_indptr, c.reduce_final_map,
-           c.reduce_partial_map}};
-}
-
-// The host planner into sentinel-filled buffers of the given capacities.
-struct HostResult {
-  absl::StatusOr<PlanSizes> sizes;
-  std::vector<int32_t> words[6];
-};
-
-HostResult PlanOnHost(const Batch& batch, const PlanOptions& options, const Capacities& caps) {
-  std::vector<int32_t> words[6];
-  for (int i = 0; i < 6; ++i) words[i].assign(caps.Words(i), kSentinel);
-  PlanBuffers buffers{absl::MakeSpan(words[0]),
-                      absl::MakeSpan(words[1]),
-                      absl::MakeSpan(reinterpret_cast<WorkInfo*>(words[2].data()), caps.entries[2]),
-                      absl::MakeSpan(words[3]),
-                      absl::MakeSpan(words[4]),
-                      absl::MakeSpan(words[5])};
-  // Moving the vectors keeps their storage, which the spans point into.
-  return HostResult{PlanDecodeInto(batch, options, buffers),
-                    {std::move(words[0]), std::move(words[1]), std::move(words[2]),
-                     std::move(words[3]), std::move(words[4]), std::move(words[5])}};
-}
-
-// Device memory for one plan at a time: the inputs in one slab, the six outputs (each with
-// guard words after its capacity) and the status in another, so a run is one upload, one
-// memset, one launch and one download.
-class GpuPlanner {
- public:
-  static constexpr int64_t kMaxInputWords = 1 << 20;
-  static constexpr int64_t kMaxOutputWords = 1 << 22;
-
-  void SetUp() {
-    ASSERT_HIP_OK(hipMalloc(&inputs_, kMaxInputWords * sizeof(int32_t)));
-    ASSERT_HIP_OK(hipMalloc(&outputs_, kMaxOutputWords * sizeof(int32_t)));
-    ASSERT_HIP_OK(hipStreamCreate(&stream_));
-  }
-  void TearDown() {
-    if (inputs_) ASSERT_HIP_OK(hipFree(inputs_));
-    if (outputs_) ASSERT_HIP_OK(hipFree(outputs_));
-    if (stream_) ASSERT_HIP_OK(hipStreamDestroy(stream_));
-  }
-
-  // Params for `batch` planned with `resolved` into buffers of `caps`, pointing into the
-  // slabs (inputs as uploaded by Upload).
-  GpuPlannerParams Params(const Batch& batch, const Resolved& resolved, const Capacities& caps,
-                          int max_qlen, int iterations) {
-    const int b = batch.num_requests();
-    GpuPlannerParams p;
-    p.qo_indptr = inputs_;
-    p.kv_indptr = inputs_ + (b + 1);
-    p.kv_last_page_lens = inputs_ + 2 * (b + 1);
-    p.num_requests = b;
-    p.max_qlen = max_qlen;
-    p.num_heads = batch.num_heads;
-    p.page_size = batch.page_size;
-    p.causal_trim = batch.causal && !batch.cp_round_robin && batch.sparse_topk == 0;
-    p.sparse_topk = batch.sparse_topk;
-    p.head_fold = resolved.variant.head_fold;
-    p.tokens_per_tile = resolved.variant.tokens_per_tile;
-    p.num_cu = resolved.options.num_cu;
-    p.kv_granularity = resolved.options.kv_granularity;
-    p.fixed_overhead = resolved.options.fixed_overhead;
-    p.max_split_per_batch = resolved.options.max_split_per_batch;
-    p.policy = static_cast<int>(resolved.options.policy);
-    int32_t* at = outputs_;
-    int32_t** outs[6] = {&p.out_qo_indptr, &p.work_indptr,      &p.work_info,
-                         &p.reduce_indptr, &p.reduce_final_map, &p.reduce_partial_map};
-    int64_t* capacity[6] = {&p.out_qo_indptr_capacity,    &p.work_indptr_capacity,
-                            &p.work_info_capacity,        &p.reduce_indptr_capacity,
-                            &p.reduce_final_map_capacity, &p.reduce_partial_map_capacity};
-    for (int i = 0; i < 6; ++i) {
-      offsets_[i] = at - outputs_;
-      *outs[i] = at;
-      *capacity[i] = caps.entries[i];
-      at += (caps.Words(i) + kGuardWords + 3) / 4 * 4;  // keep work_info 16-byte aligned
-    }
-    status_offset_ = at - outputs_;
-    p.status = reinterpret_cast<GpuPlanStatus*>(at);
-    used_words_ = status_offset_ + sizeof(GpuPlanStatus) / 4;
-    p.max_scan_iterations = iterations;
-    p.threads = ThreadsFor(iterations);
-    return p;
-  }
-
-  bool Fits(const Batch& batch, const Capacities& caps) const {
-    int64_t words = sizeof(GpuPlanStatus) / 4;
-    for (int i = 0; i < 6; ++i) words += caps.Words(i) + kGuardWords + 4;
-    return 3 * (batch.num_requests() + 1) <= kMaxInputWords && words <= kMaxOutputWords;
-  }
-
-  void Upload(const Batch& batch) {
-    std::vector<int32_t> in(batch.qo_indptr);
-    in.insert(in.end(), batch.kv_indptr.begin(), batch.kv_indptr.end());
-    in.insert(in.end(), batch.kv_last_page_lens.begin(), batch.kv_last_page_lens.end());
-    ASSERT_HIP_OK(hipMemcpyAsync(inputs_, in.data(), in.size() * sizeof(int32_t),
-                                 hipMemcpyHostToDevice, stream_));
-  }
-
-  // Sentinel-fills the outputs, launches, downloads everything.
-  void Fill() {
-    ASSERT_HIP_OK(hipMemsetAsync(outputs_, 0x5A, used_words_ * sizeof(int32_t), stream_));
-  }
-  void Run(const GpuPlannerParams& p) {
-    Fill();
-    ASSERT_EQ(LaunchGpuPlanner(p, stream_), hipSuccess) << GpuPlannerParamsError(p);
-    Download();
-  }
-  void Download() {
-    host_.resize(used_words_);
-    ASSERT_HIP_OK(hipMemcpyAsync(host_.data(), outputs_, used_words_ * sizeof(int32_t),
-                                 hipMemcpyDeviceToHost, stream_));
-    ASSERT_HIP_OK(hipStreamSynchronize(stream_));
-  }
-
-  const int32_t* Buffer(int i) const { return host_.data() + offsets_[i]; }
-  GpuPlanStatus Status() const {
-    GpuPlanStatus s;
-    memcpy(&s, host_.data() + status_offset_, sizeof(s));
-    return s;
-  }
-  // Every output word (buffers and guards) still holds the sentinel.
-  bool OutputsUntouched() const {
-    for (int64_t i = 0; i < status_offset_; ++i) {
-      if (host_[i] != kSentinel) return false;
-    }
-    return true;
-  }
-  hipStream_t stream() const { return stream_; }
-
- private:
-  int32_t* inputs_ = nullptr;
-  int32_t* outputs_ = nullptr;
-  hipStream_t stream_ = nullptr;
-  int64_t offsets_[6] = {};
-  int64_t status_offset_ = 0, used_words_ = 0;
-  std::vector<int32_t> host_;
-};
 
 // The most dynamic shared memory one block may use on device 0 (less the kernel's static
 // shared memory, a few KiB).
@@ -235,135 +41,78 @@ int64_t DeviceSharedLimit() {
   return limit;
 }
 
-const char* const kBufferNames[6] = {"qo_indptr",     "work_indptr",      "work_info",
-                                     "reduce_indptr", "reduce_final_map", "reduce_partial_map"};
+// Device memory for one plan at a time: the inputs in one slab, the six outputs (each with
+// guard words after its capacity) and the status in another, so a run is one upload, one
+// memset, one launch and one download. The Runner of planner_kernel_testing.h.
+class GpuPlanner {
+ public:
+  static constexpr int64_t kMaxInputWords = 1 << 20;
+  static constexpr int64_t kMaxOutputWords = 1 << 22;
 
-// Byte-compares the GPU's buffers (and guards) with the host's; "" when identical.
-std::string CompareWithHost(const GpuPlanner& gpu, const HostResult& host, const Capacities& caps) {
-  for (int i = 0; i < 6; ++i) {
-    const int32_t* got = gpu.Buffer(i);
-    const std::vector<int32_t>& want = host.words[i];
-    if (memcmp(got, want.data(), want.size() * sizeof(int32_t)) != 0) {
-      for (size_t w = 0; w < want.size(); ++w) {
-        if (got[w] != want[w]) {
-          return std::string(kBufferNames[i]) + " word " + std::to_string(w) + ": gpu " +
-                 std::to_string(got[w]) + ", host " + std::to_string(want[w]);
-        }
-      }
-    }
-    for (int64_t w = 0; w < kGuardWords; ++w) {
-      if (got[caps.Words(i) + w] != kSentinel) {
-        return std::string(kBufferNames[i]) + ": guard word " + std::to_string(w) +
-               " past the capacity was written";
-      }
-    }
+  void SetUp() {
+    ASSERT_HIP_OK(hipMalloc(&inputs_, kMaxInputWords * sizeof(int32_t)));
+    ASSERT_HIP_OK(hipMalloc(&outputs_, kMaxOutputWords * sizeof(int32_t)));
+    ASSERT_HIP_OK(hipStreamCreate(&stream_));
   }
-  return "";
-}
+  void TearDown() {
+    if (inputs_) ASSERT_HIP_OK(hipFree(inputs_));
+    if (outputs_) ASSERT_HIP_OK(hipFree(outputs_));
+    if (stream_) ASSERT_HIP_OK(hipStreamDestroy(stream_));
+  }
 
-std::string Describe(const Batch& b, const Resolved& r) {
-  char buf[256];
-  snprintf(buf, sizeof(buf),
-           "%s H=%d B=%d max_qlen=%d page=%d causal=%d cp=%d topk=%d | fold=%d tokens/tile=%d "
-           "num_cu=%d gran=%d overhead=%d max_split=%d",
-           std::string(ArchName(b.arch)).c_str(), b.num_heads, b.num_requests(), b.max_qlen(),
-           b.page_size, b.causal, b.cp_round_robin, b.sparse_topk, r.variant.head_fold,
-           r.variant.tokens_per_tile, r.options.num_cu, r.options.kv_granularity,
-           r.options.fixed_overhead, r.options.max_split_per_batch);
-  return buf;
-}
+  const char* Name() const { return "gpu"; }
+  int64_t SharedLimit() const { return DeviceSharedLimit(); }
+  int64_t SharedBytes(const GpuPlannerParams& p) const { return GpuPlannerSharedBytes(p); }
+  bool Fits(const Batch& batch, const Capacities& caps) const {
+    return InputWords(batch) <= kMaxInputWords && SlabFor(caps).used_words <= kMaxOutputWords;
+  }
+  GpuPlannerParams Params(const Batch& batch, const Resolved& resolved, const Capacities& caps,
+                          int max_qlen, int iterations) {
+    slab_ = SlabFor(caps);
+    return ParamsFor(batch, resolved, caps, max_qlen, iterations, inputs_, outputs_, slab_);
+  }
+  void Upload(const Batch& batch) {
+    const std::vector<int32_t> in = InputSlab(batch);
+    ASSERT_HIP_OK(hipMemcpyAsync(inputs_, in.data(), in.size() * sizeof(int32_t),
+                                 hipMemcpyHostToDevice, stream_));
+  }
+  // Sentinel-fills the outputs, launches, downloads everything.
+  void Fill() {
+    ASSERT_HIP_OK(hipMemsetAsync(outputs_, 0x5A, slab_.used_words * sizeof(int32_t), stream_));
+  }
+  void Run(const GpuPlannerParams& p) {
+    Fill();
+    ASSERT_EQ(LaunchGpuPlanner(p, stream_), hipSuccess) << GpuPlannerParamsError(p);
+    Download();
+  }
+  void Download() {
+    host_.resize(slab_.used_words);
+    ASSERT_HIP_OK(hipMemcpyAsync(host_.data(), outputs_, slab_.used_words * sizeof(int32_t),
+                                 hipMemcpyDeviceToHost, stream_));
+    ASSERT_HIP_OK(hipStreamSynchronize(stream_));
+  }
 
-// Plans `batch` on both sides in every walk mode; returns "" when all are byte-identical.
-struct MatchStats {
-  int cases = 0, identical = 0, parallel_converged = 0, parallel_rounds = 0;
-  int too_large = 0;  // more tiles than the device's shared memory holds: skipped
+  const int32_t* Buffer(int i) const { return host_.data() + slab_.offsets[i]; }
+  GpuPlanStatus Status() const {
+    GpuPlanStatus s;
+    std::memcpy(&s, host_.data() + slab_.status_offset, sizeof(s));
+    return s;
+  }
+  bool OutputsUntouched() const {
+    for (int64_t i = 0; i < slab_.status_offset; ++i) {
+      if (host_[i] != kSentinel) return false;
+    }
+    return true;
+  }
+  hipStream_t stream() const { return stream_; }
+
+ private:
+  int32_t* inputs_ = nullptr;
+  int32_t* outputs_ = nullptr;
+  hipStream_t stream_ = nullptr;
+  SlabLayout slab_;
+  std::vector<int32_t> host_;
 };
-
-std::string PlanAndCompare(GpuPlanner& gpu, const Batch& batch, const PlanOptions& options,
-                           MatchStats* stats) {
-  absl::StatusOr<Resolved> r = Resolve(batch, options);
-  if (!r.ok()) return "host resolve: " + std::string(r.status().message());
-  const Capacities caps = FromPlanCapacity(r->capacity);
-  if (!gpu.Fits(batch, caps)) return "case too large for the test's slabs";
-  const HostResult host = PlanOnHost(batch, r->options, caps);
-  if (!host.sizes.ok()) return "host: " + std::string(host.sizes.status().message());
-  if (GpuPlannerSharedBytes(gpu.Params(batch, *r, caps, std::max(1, batch.max_qlen()), 0)) >
-      DeviceSharedLimit()) {
-    ++stats->too_large;
-    return "";
-  }
-  ++stats->cases;
-  gpu.Upload(batch);
-  for (int iterations : kWalkModes) {
-    gpu.Run(gpu.Params(batch, *r, caps, std::max(1, batch.max_qlen()), iterations));
-    const GpuPlanStatus st = gpu.Status();
-    const std::string where = std::string(" [") + WalkName(iterations) + "] " + Describe(batch, *r);
-    if (st.code != kGpuPlanOk) {
-      return "gpu status " + std::to_string(st.code) + " index " + std::to_string(st.index) + where;
-    }
-    const PlanSizes& s = *host.sizes;
-    if (st.num_virtual_requests != s.num_virtual_requests || st.num_works != s.num_works ||
-        st.num_reduce_tiles != s.num_reduce_tiles || st.num_reduce_pieces != s.num_reduce_pieces ||
-        st.num_partial_rows != s.num_partial_rows) {
-      return "sizes differ: gpu works " + std::to_string(st.num_works) + " host " +
-             std::to_string(s.num_works) + where;
-    }
-    const std::string diff = CompareWithHost(gpu, host, caps);
-    if (!diff.empty()) return diff + where;
-    if (iterations == kWalkModes[0] && st.scan_iterations >= 0 && st.scan_iterations < 1000) {
-      ++stats->parallel_converged;
-      stats->parallel_rounds += st.scan_iterations;
-    }
-  }
-  ++stats->identical;
-  return "";
-}
-
-// A random valid batch over every supported mode: dense / MTP (uniform or varlen qlen), CP
-// shards (kv 0 allowed), sparse per-token; page sizes 1..256; every arch, dtype and H.
-Batch RandomBatch(std::mt19937& rng, bool big) {
-  static const Arch kArchs[] = {Arch::kGfx942, Arch::kGfx950, Arch::kSm90};
-  static const DType kDtypes[] = {DType::kBf16, DType::kFp8};
-  static const int kHeads[] = {16, 32, 48, 64, 128};
-  static const int kPages[] = {1, 1, 16, 64, 64, 256};
-  const Arch arch = kArchs[rng() % 3];
-  const DType dtype = kDtypes[rng() % 2];
-  const int heads = kHeads[rng() % 5];
-  const int mode = rng() % 6;  // 0-2 dense/MTP, 3 varlen qlen, 4 CP, 5 sparse
-  const bool cp = mode == 4, sparse = mode == 5;
-  const int page = sparse ? 1 : kPages[rng() % 6];
-  const int qlen = sparse ? 1 : 1 + rng() % 8;
-  const int batch = big ? 1 + rng() % 1024 : 1 + rng() % (rng() % 4 == 0 ? 300 : 40);
-  const int kv_spread = rng() % 4 == 0 ? 20000 : rng() % 3 == 0 ? 40 : 600;
-  std::vector<int> kv(batch);
-  for (int& k : kv) k = (cp || sparse ? 0 : qlen) + rng() % kv_spread;
-  if (sparse) {
-    for (int& k : kv) k = std::min(k, 2048);
-  }
-  Batch b = MakeVarlenBatch(arch, dtype, heads, kv, qlen, page);
-  b.cp_round_robin = cp;
-  if (sparse) {
-    b.sparse_topk = 2048;
-    b.causal = false;
-  }
-  if (mode == 3) {  // varlen qlen, each request keeping kv >= qlen
-    for (int i = 0; i < batch; ++i) {
-      b.qo_indptr[i + 1] = b.qo_indptr[i] + 1 + rng() % qlen;
-    }
-  }
-  if (!sparse && rng() % 8 == 0) b.causal = false;
-  return b;
-}
-
-PlanOptions RandomOptions(std::mt19937& rng) {
-  PlanOptions o;
-  const int cu = rng() % 6;
-  o.num_cu = cu == 0 ? 0 : cu == 1 ? 1 + rng() % 4 : cu == 2 ? 1 + rng() % 1024 : 1 + rng() % 320;
-  o.kv_granularity = rng() % 2 ? 0 : 1 << (rng() % 9);
-  if (rng() % 4 == 0) o.fixed_overhead = rng() % 5;
-  o.max_split_per_batch = rng() % 4 == 0 ? 1 + rng() % 8 : 0;
-  return o;
-}
 
 class GpuPlannerTest : public ::testing::Test {
  protected:
@@ -372,317 +121,20 @@ class GpuPlannerTest : public ::testing::Test {
   GpuPlanner gpu_;
 };
 
-TEST_F(GpuPlannerTest, RepresentativeCasesMatchHost) {
-  struct Case {
-    const char* name;
-    Batch batch;
-    PlanOptions options;
-  };
-  std::vector<Case> cases;
-  // The benchmark's batches (metadata/planner_bench.cc): sm90, page 64, kv U[1k, 16k].
-  for (int heads : {16, 128}) {
-    for (int qlen : {1, 4}) {
-      for (int batch : {1, 32, 128, 1024}) {
-        std::mt19937 rng(batch * 31 + qlen);
-        std::uniform_int_distribution<int> len(1024, 16384);
-        std::vector<int> lens(batch);
-        for (int& l : lens) l = len(rng);
-        cases.push_back({"bench", MakeVarlenBatch(Arch::kSm90, DType::kBf16, heads, lens, qlen, 64),
-                         PlanOptions{}});
-      }
-    }
-  }
-  // One long request over many CUs; many tiny ones; page sizes 1 and 256 with small quanta.
-  cases.push_back({"one 16k request",
-                   MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 1, 1, 16384, 1), PlanOptions{}});
-  cases.push_back(
-      {"1024 tiny", MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 1024, 1, 3, 1), PlanOptions{}});
-  {
-    PlanOptions o;
-    o.kv_granularity = 16;  // quantum = page 256 = 16 blocks
-    cases.push_back({"page 256, granularity 16",
-                     MakeUniformBatch(Arch::kSm90, DType::kBf16, 64, 37, 2, 5000, 256), o});
-  }
-  {
-    PlanOptions o;
-    o.num_cu = 8;
-    o.max_split_per_batch = 3;
-    cases.push_back(
-        {"max split 3", MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 2, 1, 16384, 1), o});
-    o.max_split_per_batch = 1;
-    cases.push_back(
-        {"max split 1", MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 5, 1, 4096, 16), o});
-    o.max_split_per_batch = 2;
-    cases.push_back(
-        {"max split 2", MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 3, 1, 16384, 1), o});
-  }
-  {
-    // The host planner's own cases (tests/metadata/planner_test.cc): max split 1 still spreads
-    // tiles over the CUs; a payload below one page of blocks grows to one split quantum.
-    PlanOptions o;
-    o.max_split_per_batch = 1;
-    cases.push_back({"max split 1, 132 CUs",
-                     MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 64, 1, 4096, 64), o});
-    o = PlanOptions{};
-    o.kv_granularity = 16;
-    cases.push_back({"payload of one page",
-                     MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 1, 1, 4096, 64), o});
-    // Tiles too short to split (kv < quantum + tokens): an empty CU takes each whole.
-    std::vector<int> lens;
-    for (int i = 0; i < 6; ++i) lens.insert(lens.end(), {66, 66, 300, 67, 129, 1000, 66, 70});
-    cases.push_back({"unsplittable tiles",
-                     MakeVarlenBatch(Arch::kSm90, DType::kBf16, 16, lens, 4, 64), PlanOptions{}});
-  }
-  // gfx950 fp8 (32, 3): tiles of 2 and 1 tokens, causal trim; gfx942 H = 128 folded.
-  cases.push_back({"gfx950 h32 q3", MakeUniformBatch(Arch::kGfx950, DType::kFp8, 32, 7, 3, 100, 16),
-                   PlanOptions{}});
-  cases.push_back({"gfx942 h128 fold",
-                   MakeUniformBatch(Arch::kGfx942, DType::kFp8, 128, 40, 2, 3000, 1),
-                   PlanOptions{}});
-  {
-    Batch b = MakeVarlenBatch(Arch::kSm90, DType::kBf16, 16, {0, 3, 700, 0, 9000}, 4, 1);
-    b.cp_round_robin = true;
-    cases.push_back({"CP shard with empty requests", b, PlanOptions{}});
-  }
-  {
-    Batch b = MakeVarlenBatch(Arch::kSm90, DType::kFp8, 128, {2048, 0, 17, 2048, 1, 1500}, 1, 1);
-    b.sparse_topk = 2048;
-    b.causal = false;
-    cases.push_back({"sparse per-token", b, PlanOptions{}});
-  }
-  {
-    PlanOptions o;
-    o.num_cu = 1024;
-    cases.push_back(
-        {"1024 CUs", MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 200, 1, 4000, 64), o});
-    o.num_cu = 1;
-    cases.push_back({"1 CU", MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 200, 1, 4000, 64), o});
-  }
-  MatchStats stats;
-  for (const Case& c : cases) {
-    const std::string diff = PlanAndCompare(gpu_, c.batch, c.options, &stats);
-    EXPECT_EQ(diff, "") << c.name;
-  }
-  printf("[gpu planner] representative: %d cases x %zu walk modes, %d byte-identical\n",
-         stats.cases, std::size(kWalkModes), stats.identical);
-}
+TEST_F(GpuPlannerTest, RepresentativeCasesMatchHost) { CheckRepresentativeCases(gpu_); }
 
-TEST_F(GpuPlannerTest, RandomBatchesMatchHost) {
-  std::mt19937 rng(20261130);
-  MatchStats stats;
-  int unsupported = 0, failures = 0;
-  for (int iter = 0; iter < 5000 && failures < 5; ++iter) {
-    const Batch batch = RandomBatch(rng, iter % 16 == 0);
-    const PlanOptions options = RandomOptions(rng);
-    if (!Resolve(batch, options).ok()) {
-      ++unsupported;
-      continue;
-    }
-    const std::string diff = PlanAndCompare(gpu_, batch, options, &stats);
-    if (!diff.empty()) {
-      ++failures;
-      ADD_FAILURE() << "iter " << iter << ": " << diff;
-    }
-  }
-  printf(
-      "[gpu planner] random: %d batches x %zu walk modes, %d byte-identical (skipped: %d "
-      "unsupported shapes, %d over shared memory); parallel walk converged in %d of them, "
-      "%.2f rounds on average\n",
-      stats.cases, std::size(kWalkModes), stats.identical, unsupported, stats.too_large,
-      stats.parallel_converged,
-      stats.parallel_converged ? double(stats.parallel_rounds) / stats.parallel_converged : 0.0);
-  EXPECT_EQ(stats.identical, stats.cases);
-  EXPECT_GT(stats.cases, 3000);
-}
-
-// Host message "field[index] = value: why" -> the status the GPU must report.
-struct ExpectedError {
-  int code = -1;
-  int index = -1;
-  int64_t value = 0;
-};
-
-ExpectedError FromHostMessage(const std::string& m) {
-  ExpectedError e;
-  const size_t open = m.find('['), close = m.find(']'), eq = m.find(" = "), colon = m.find(':');
-  if (open == std::string::npos || close == std::string::npos || eq == std::string::npos ||
-      colon == std::string::npos) {
-    return e;
-  }
-  const std::string field = m.substr(0, open);
-  e.index = std::stoi(m.substr(open + 1, close - open - 1));
-  e.value = std::stoll(m.substr(eq + 3, colon - eq - 3));
-  auto has = [&m](const char* s) { return m.find(s) != std::string::npos; };
-  if (field == "qo_indptr" || field == "kv_indptr") {
-    const int base = field == "qo_indptr" ? kGpuPlanQoIndptrStart : kGpuPlanKvIndptrStart;
-    if (has("must start at 0")) e.code = base;
-    if (has("is negative")) e.code = base + 1;
-    if (has("is less than the previous")) e.code = base + 2;
-    if (has("total q tokens")) e.code = kGpuPlanQTokensOverflow;
-  } else if (field == "qlen") {
-    e.code = kGpuPlanQlenInvalid;
-  } else if (field == "kv_last_page_lens") {
-    e.code = kGpuPlanLastPageLenInvalid;
-  } else if (field == "kv_len") {
-    if (has("the batch's total kv tokens")) {
-      e.code = kGpuPlanKvTotalOverflow;
-    } else if (has("overflows int32")) {
-      e.code = kGpuPlanKvLenOverflow;
-    } else if (has("exceeds sparse_topk")) {
-      e.code = kGpuPlanKvLenAboveTopk;
-    } else if (has("shorter than qlen")) {
-      e.code = kGpuPlanKvLenBelowQlen;
-    }
-  }
-  return e;
-}
-
-// Breaks a valid batch in one of the ways ValidateBatch names.
-void Corrupt(std::mt19937& rng, Batch& b) {
-  const int n = b.num_requests();
-  const int i = 1 + rng() % n;  // an indptr entry
-  const int r = rng() % n;      // a request
-  switch (rng() % 11) {
-    case 0:
-      b.qo_indptr[0] = rng() % 2 ? 1 : -1;
-      break;
-    case 1:
-      b.qo_indptr[i] = -1 - static_cast<int>(rng() % 3);
-      break;
-    case 2:
-      b.qo_indptr[i] = b.qo_indptr[i - 1] - 1 - rng() % 2;
-      break;
-    case 3:
-      b.kv_indptr[0] = 1;
-      break;
-    case 4:
-      b.kv_indptr[i] = b.kv_indptr[i - 1] - 1;
-      break;
-    case 5:  // too many q tokens for int32 rows
-      for (int k = i; k <= n; ++k) b.qo_indptr[k] += (1 << 30) / b.num_heads;
-      break;
-    case 6: {  // an empty (dense) or two-token (sparse) q span
-      const int shift = b.qo_indptr[r] - b.qo_indptr[r + 1] + (b.sparse_topk > 0 ? 2 : 0);
-      for (int k = r + 1; k <= n; ++k) b.qo_indptr[k] += shift;
-      break;
-    }
-    case 7:
-      b.kv_last_page_lens[r] = rng() % 2 ? b.page_size + 1 : -1;
-      break;
-    case 8:  // kv shorter than qlen (dense causal) or longer than topk (sparse)
-      if (b.sparse_topk > 0) {
-        const int add = (b.sparse_topk + 5) - (b.kv_indptr[r + 1] - b.kv_indptr[r]);
-        for (int k = r + 1; k <= n; ++k) b.kv_indptr[k] += add;
-        b.kv_last_page_lens[r] = 1;
-      } else {
-        const int pages = b.kv_indptr[r + 1] - b.kv_indptr[r];
-        for (int k = r + 1; k <= n; ++k) b.kv_indptr[k] -= pages - 1;
-        b.kv_last_page_lens[r] = 1;
-      }
-      break;
-    case 9:  // one request's kv tokens overflow int32 (kv_indptr itself stays in range)
-      if (b.page_size >= 2) {
-        for (int k = r + 1; k <= n; ++k) b.kv_indptr[k] += (1 << 30) / b.page_size * 2 + 1;
-      }
-      break;
-    case 10:  // two requests of ~1.5 G tokens: the batch's total overflows
-      if (b.page_size >= 2 && n >= 2) {
-        const int r1 = r == n - 1 ? r - 1 : r, r2 = r1 + 1 + rng() % (n - r1 - 1);
-        const int pages = 3 * ((1 << 29) / b.page_size);
-        for (int k = r1 + 1; k <= n; ++k) b.kv_indptr[k] += pages;
-        for (int k = r2 + 1; k <= n; ++k) b.kv_indptr[k] += pages;
-      }
-      break;
-  }
-}
+TEST_F(GpuPlannerTest, RandomBatchesMatchHost) { CheckRandomBatches(gpu_, 5000, 3000); }
 
 TEST_F(GpuPlannerTest, InvalidBatchesReportTheHostsFirstErrorAndWriteNothing) {
-  std::mt19937 rng(77);
-  int checked = 0;
-  for (int iter = 0; iter < 1500; ++iter) {
-    Batch batch = RandomBatch(rng, false);
-    const PlanOptions options = RandomOptions(rng);
-    absl::StatusOr<Resolved> r = Resolve(batch, options);
-    if (!r.ok()) continue;
-    const int max_qlen = std::max(1, batch.max_qlen());
-    Corrupt(rng, batch);
-    const absl::Status host = ValidateBatch(batch);
-    if (host.ok()) continue;  // some corruptions are harmless for some batches
-    const ExpectedError want = FromHostMessage(std::string(host.message()));
-    ASSERT_NE(want.code, -1) << "unmapped host error: " << host.message();
-    const Capacities caps = FromPlanCapacity(r->capacity);
-    gpu_.Upload(batch);
-    // max_qlen stays what the engine sized for; a request above it is an error the host does
-    // not have, which the test only accepts after the host's own first error.
-    gpu_.Run(gpu_.Params(batch, *r, caps, max_qlen, kWalkModes[checked % 3]));
-    const GpuPlanStatus st = gpu_.Status();
-    ASSERT_EQ(st.code, want.code) << host.message() << " (gpu index " << st.index << ")";
-    EXPECT_EQ(st.index, want.index) << host.message();
-    EXPECT_EQ(st.value, want.value) << host.message();
-    EXPECT_TRUE(gpu_.OutputsUntouched()) << host.message();
-    ++checked;
-  }
-  printf("[gpu planner] invalid batches: %d, each the host's first error, outputs untouched\n",
-         checked);
-  EXPECT_GT(checked, 600);
+  CheckInvalidBatches(gpu_, 1500, 600);
 }
 
 TEST_F(GpuPlannerTest, QlenAboveTheConfiguredMaximumIsReported) {
-  const Batch batch = MakeVarlenBatch(Arch::kSm90, DType::kBf16, 16, {100, 200, 300}, 4, 16);
-  absl::StatusOr<Resolved> r = Resolve(batch, PlanOptions{});
-  ASSERT_TRUE(r.ok());
-  gpu_.Upload(batch);
-  gpu_.Run(gpu_.Params(batch, *r, FromPlanCapacity(r->capacity), 3, 8));
-  EXPECT_EQ(gpu_.Status().code, kGpuPlanQlenAboveMax);
-  EXPECT_EQ(gpu_.Status().index, 0);
-  EXPECT_EQ(gpu_.Status().value, 4);
-  EXPECT_TRUE(gpu_.OutputsUntouched());
+  CheckQlenAboveTheConfiguredMaximum(gpu_);
 }
 
 TEST_F(GpuPlannerTest, SmallBuffersReportTheHostsBufferAndWriteNothing) {
-  std::mt19937 rng(99);
-  int checked = 0;
-  for (int iter = 0; iter < 1000; ++iter) {
-    const Batch batch = RandomBatch(rng, false);
-    const PlanOptions options = RandomOptions(rng);
-    absl::StatusOr<Resolved> r = Resolve(batch, options);
-    if (!r.ok()) continue;
-    Capacities caps = FromPlanCapacity(r->capacity);
-    const HostResult full = PlanOnHost(batch, r->options, caps);
-    ASSERT_TRUE(full.sizes.ok()) << full.sizes.status();
-    const PlanSizes& s = *full.sizes;
-    const int64_t need[6] = {
-        s.num_virtual_requests + 1, s.num_cu + 1,           s.num_works,
-        s.num_reduce_tiles + 1,     2 * s.num_reduce_tiles, s.num_reduce_pieces};
-    const int which = rng() % 6;
-    if (need[which] == 0) continue;
-    caps.entries[which] = need[which] - 1 - static_cast<int64_t>(rng() % 2) * (need[which] > 1);
-    const HostResult host = PlanOnHost(batch, r->options, caps);
-    ASSERT_EQ(host.sizes.status().code(), absl::StatusCode::kResourceExhausted);
-    const std::string message(host.sizes.status().message());
-    int named = -1;
-    for (int i = 0; i < 6; ++i) {
-      if (message.find(std::string("plan buffer ") + kBufferNames[i] + " ") != std::string::npos) {
-        named = i;
-      }
-    }
-    gpu_.Upload(batch);
-    gpu_.Run(gpu_.Params(batch, *r, caps, std::max(1, batch.max_qlen()), kWalkModes[iter % 3]));
-    const GpuPlanStatus st = gpu_.Status();
-    ASSERT_EQ(st.code, kGpuPlanBufferTooSmall) << message;
-    EXPECT_EQ(st.index, named) << message;
-    EXPECT_EQ(st.capacity, caps.entries[which]) << message;
-    EXPECT_EQ(st.value, need[which]) << message;
-    EXPECT_TRUE(gpu_.OutputsUntouched()) << message;
-    // The host leaves its buffers unmodified too.
-    for (int i = 0; i < 6; ++i) {
-      EXPECT_TRUE(std::all_of(host.words[i].begin(), host.words[i].end(),
-                              [](int32_t w) { return w == kSentinel; }));
-    }
-    ++checked;
-  }
-  printf("[gpu planner] small buffers: %d, each the host's buffer, outputs untouched\n", checked);
-  EXPECT_GT(checked, 300);
+  CheckSmallBuffers(gpu_, 1000, 300);
 }
 
 // Captured once, replayed for new batches of the same shape: the inputs are read at replay.

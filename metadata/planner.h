@@ -41,8 +41,8 @@ struct PlanOptions {
   PlanPolicy policy = PlanPolicy::kGreedyPayload;
   bool lse = false;  // the caller needs LSE (restricts the variant)
   // Most kv lanes (KvLanes below) for greedy_payload; 0: the arch's default
-  // (DefaultKvLanes: 1 on every arch until the GPU planner walks lanes, so host and GPU
-  // plans stay identical); 1: none.
+  // (DefaultKvLanes: kMaxKvLanes on sm90, 1 on the AMD archs); 1: none. The GPU planner
+  // walks lanes too (GpuPlannerParams::kv_lanes: pass the resolved value).
   int kv_lanes = 0;
 };
 

@@ -55,6 +55,7 @@ GpuPlannerParams PlannerParams(const CpRankSetup& s, const CpRankBuffers& b) {
   p.fixed_overhead = s.options.fixed_overhead;
   p.max_split_per_batch = s.options.max_split_per_batch;
   p.policy = static_cast<int>(s.options.policy);
+  p.kv_lanes = s.options.kv_lanes;
   int32_t** outs[6] = {&p.out_qo_indptr, &p.work_indptr,      &p.work_info,
                        &p.reduce_indptr, &p.reduce_final_map, &p.reduce_partial_map};
   int64_t* caps[6] = {&p.out_qo_indptr_capacity,    &p.work_indptr_capacity,

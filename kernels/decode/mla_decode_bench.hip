@@ -147,17 +147,20 @@ bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const ch
   return true;
 }
 
-// The settings a shape is measured with: the defaults; kMaxKvLanes as well when that plans
-// lanes and the default does not; the sm90 kernel at one block an SM as well where the default
-// grid runs the compact layout (so one run compares them).
+// The settings a shape is measured with: the defaults; the other side of kv lanes as well
+// when lanes change the plan (kMaxKvLanes where the default has none, none where it has them);
+// the sm90 kernel at one block an SM as well where the default grid runs the compact layout
+// (so one run compares them).
 std::vector<Setting> SettingsOf(const Batch& batch, int sms) {
   std::vector<Setting> settings = {Setting{}};
   PlanOptions options;
   options.kv_lanes = kMaxKvLanes;
   absl::StatusOr<WorkPlan> lanes = bench::PlanForDevice(batch, options, sms);
+  options.kv_lanes = 1;
+  absl::StatusOr<WorkPlan> none = bench::PlanForDevice(batch, options, sms);
   absl::StatusOr<WorkPlan> plain = bench::PlanForDevice(batch, PlanOptions{}, sms);
-  if (lanes.ok() && plain.ok() && lanes->kv_lanes > 1 && plain->kv_lanes == 1) {
-    settings.push_back(Setting{kMaxKvLanes, false});
+  if (lanes.ok() && none.ok() && plain.ok() && lanes->kv_lanes > 1) {
+    settings.push_back(Setting{plain->kv_lanes == 1 ? kMaxKvLanes : 1, false});
   }
   if (plain.ok() && plain->num_cu > sms) settings.push_back(Setting{0, true});
   return settings;

@@ -107,7 +107,8 @@ __device__ __forceinline__ void MergeRow(const MlaReduceParams& p, const int32_t
 }
 
 // Split tile k (blockIdx.x) merged by kReduceRowSplit blocks (blockIdx.y), rows strided.
-// Every thread validates the entry identically (uniform control flow).
+// Every thread validates the entry identically (uniform control flow); blocks past the
+// tile's rows leave early (block y = 0 always validates, and reports).
 __device__ inline void ReduceBlock(const MlaReduceParams& p) {
   const int k = blockIdx.x;
   const bool reporter = threadIdx.x == 0 && blockIdx.y == 0;
@@ -126,6 +127,7 @@ __device__ inline void ReduceBlock(const MlaReduceParams& p) {
   // The request of folded token qs: the last b with qo_indptr[b] * r <= qs.
   const int r = p.head_fold, hg = p.num_heads / r;
   const int64_t qs = p.reduce_final_map[2 * k], qe = p.reduce_final_map[2 * k + 1];
+  if (blockIdx.y > 0 && static_cast<int64_t>(blockIdx.y) >= (qe - qs) * hg) return;
   const int64_t total = static_cast<int64_t>(p.qo_indptr[p.num_requests]) * r;
   if (qs < 0 || qe <= qs || qe > total || total > static_cast<int64_t>(p.num_q_tokens) * r) {
     if (reporter) Report(p.status, kMlaBadReduceTile, k, 2 * k, qs);

@@ -110,6 +110,7 @@ struct GpuPlannerParams {
   int fixed_overhead = 1;       // blocks per work item, in [0, 2^20] (not -1: resolved)
   int max_split_per_batch = 0;  // most pieces per qo tile, >= 0 (0: no limit)
   int policy = 0;               // PlanPolicy: 0 = kGreedyPayload (the only one on GPU)
+  int kv_lanes = 1;             // most kv lanes (PlanOptions::kv_lanes resolved), in [1, 64]
   // ---- Outputs (device memory) and their capacities in entries ---------------------------
   // Left unmodified unless the status is kGpuPlanOk; then only the used prefix is written.
   int32_t* out_qo_indptr = nullptr;  // folded qo_indptr: B * head_fold + 1 entries

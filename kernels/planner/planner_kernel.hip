@@ -59,6 +59,7 @@ const char* GpuPlannerParamsError(const GpuPlannerParams& p) {
   }
   if (p.max_split_per_batch < 0) return "max_split_per_batch must be >= 0";
   if (p.policy != 0) return "policy: only greedy_payload (0) is planned on the GPU";
+  if (p.kv_lanes < 1 || p.kv_lanes > 64) return "kv_lanes must be in [1, 64] (resolved)";
   if (p.max_scan_iterations < 0) return "max_scan_iterations must be >= 0";
   if (p.threads != 0 && (p.threads < 64 || p.threads > kThreads || p.threads % 64 != 0)) {
     return "threads must be 0 or a multiple of 64 in [64, 512]";

@@ -185,6 +185,7 @@ void BM_GpuPlanner(benchmark::State& state) {
   p.kv_granularity = options.kv_granularity;
   p.fixed_overhead = options.fixed_overhead;
   p.max_split_per_batch = options.max_split_per_batch;
+  p.kv_lanes = options.kv_lanes;
   p.out_qo_indptr = d_out + offset[0];
   p.out_qo_indptr_capacity = cap.qo_indptr;
   p.work_indptr = d_out + offset[1];

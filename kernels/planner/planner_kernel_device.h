@@ -16,7 +16,9 @@
 //
 // Phases (one block; all data in shared memory):
 //  1. Load + validate the batch (one request per thread), per-request tile counts and costs,
-//     one block scan, the tiles laid out on the cost axis: C[k], request, tail limit.
+//     one block scan, the tiles laid out on the cost axis: C[k], request, tail limit. With kv
+//     lanes (KvLanes: every request with kv has m tiles, L | m, L | num_cu), a second scan
+//     lays out the reference tiles instead (RefShape) and the walk covers num_cu / L CUs.
 //  2. The CU walk, from guesses S[c] = c * (payload - overhead). A round evaluates every CU's
 //     step at its guess: if each lands on the next CU's guess, the guesses are the walk (by
 //     induction from S[0] = 0) and one barrier says so. Else the steps, as moves "add d" or
@@ -275,22 +277,27 @@ struct ComposeMoves {
 struct Ctx {
   bool trim;             // causal trim
   int32_t* work_info;    // output rows
-  int B, r, T, n;        // requests, head fold, tokens per tile, CUs
+  int B, r, T;           // requests, head fold, tokens per tile
+  int num_cu;            // CUs of the plan
+  int L;                 // kv lanes (KvLanes; 1: none)
+  int n;                 // CUs of the walk: num_cu / L (the first lane's CU group)
   int log2_g;            // kv granularity
   int log2_page;         // page size
   int oh, ms;            // overhead blocks, max split (0: none)
   i64 qg;                // blocks per split quantum max(granularity, page) (a power of two)
-  int K;                 // qo tiles with kv (the cost axis holds only these)
+  int K;                 // qo tiles with kv (the cost axis holds only these); with lanes,
+                         // the reference tiles of the first lane (see RefShape)
   i64 total, P;          // total cost, payload per CU
   float tiles_per_cost;  // K / total, for tile guesses
   i64* C;                // [K + 1] cost-axis start of each tile
   int* treq;             // [K] request of each tile
   int* tail;             // [K] tail limit (blocks); after the walk: the CU holding its start
   int* shape;            // [K] (head group << 24) | token tile (a tile's tokens < 2^24: it
-                         // fits in shared memory)
+                         // fits in shared memory); with lanes, the reference tile's index u
+                         // inside its request
   int *rq, *rlen, *rtiles, *rtt, *rqo, *rkv;  // [B (+1)] per request
   i64 *S, *val;                               // [n + 1] CU starts, [n] packed moves
-  int *jtile, *ctile;                         // [n] per CU
+  int *jtile, *ctile;                         // [num_cu] per CU
 };
 
 // What a tile is, from its request and its index inside the request.
@@ -317,14 +324,29 @@ __device__ inline TileShape ShapeOf(const Ctx& x, int b, int grp, int tau, int q
   return s;
 }
 
-__device__ inline TileShape ShapeOfTile(const Ctx& x, int k) {
-  const int b = x.treq[k], packed = x.shape[k];
-  return ShapeOf(x, b, packed >> 24, packed & 0xffffff, x.rq[b], x.rlen[b]);
+// Lanes (the host's AssignGreedyPayload with lanes > 1): request b's tiles i = u * L + l,
+// l < L, are the u-th tiles of lanes 0..L-1; the walk runs over reference tiles (one per u:
+// the least kv and the most q tokens of those L tiles) on the first CU group, and lane l
+// repeats its cuts on CUs [l * n, (l + 1) * n) with its own tile in place of the reference.
+__device__ inline TileShape RefShape(const Ctx& x, int b, int u, int q, i64 kv_len, int per_group) {
+  TileShape ref = ShapeOf(x, b, 0, 0, q, kv_len);
+  ref.tau = u;
+#pragma unroll 1
+  for (int l = 0; l < x.L; ++l) {
+    const int i = u * x.L + l, grp = i / per_group;
+    const TileShape s = ShapeOf(x, b, grp, i - grp * per_group, q, kv_len);
+    ref.tokens = l == 0 ? s.tokens : max(ref.tokens, s.tokens);
+    ref.kv_tokens = l == 0 ? s.kv_tokens : min(ref.kv_tokens, s.kv_tokens);
+  }
+  return ref;
 }
 
-__device__ inline int TileTokens(const Ctx& x, int k) {
-  const int b = x.treq[k], tau = x.shape[k] & 0xffffff;
-  return min(x.rq[b], (tau + 1) * x.T) - tau * x.T;
+// The tile lane `l` runs for cost-axis tile k (without lanes: tile k itself, l = 0).
+__device__ inline TileShape LaneShape(const Ctx& x, int k, int l) {
+  const int b = x.treq[k], packed = x.shape[k];
+  if (x.L == 1) return ShapeOf(x, b, packed >> 24, packed & 0xffffff, x.rq[b], x.rlen[b]);
+  const int i = packed * x.L + l, per_group = x.rtt[b], grp = i / per_group;
+  return ShapeOf(x, b, grp, i - grp * per_group, x.rq[b], x.rlen[b]);
 }
 
 __device__ inline i64 TileCost(const Ctx& x, i64 kv_tokens) {
@@ -598,6 +620,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     GpuPlanKernel(const GpuPlannerParams params, const KernelConsts kc) {
   unsigned char* smem = DynamicSmem();
   __shared__ u64 s_error;
+  __shared__ int s_tiles_min, s_tiles_max;  // tiles of the requests with kv (KvLanes)
   __shared__ RequestSums s_scan_requests[kMaxWarps];
   __shared__ i64 s_scan_moves[kMaxWarps];
   __shared__ LayoutSums s_scan_layout[kMaxWarps];
@@ -629,6 +652,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   x.B = params.num_requests;
   x.r = params.head_fold;
   x.T = params.tokens_per_tile;
+  x.num_cu = params.num_cu;
+  x.L = 1;
   x.n = params.num_cu;
   x.log2_g = kc.log2_g;
   x.log2_page = kc.log2_page;
@@ -650,13 +675,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   x.val = reinterpret_cast<i64*>(smem + lay.cu_val);
   x.jtile = reinterpret_cast<int*>(smem + lay.cu_jtile);
   x.ctile = reinterpret_cast<int*>(smem + lay.cu_tile);
-  if (tid == 0) s_error = kNoError;
+  if (tid == 0) {
+    s_error = kNoError;
+    s_tiles_min = kInt32Max;
+    s_tiles_max = 0;
+  }
 
   const bool sparse = params.sparse_topk > 0;
 
   // ---- 1. Load and validate; tiles and cost per request; the cost axis ----------------------
   FirstError err;
   RequestSums mine = {0, 0, 0};
+  int tiles_min = kInt32Max, tiles_max = 0;  // over this thread's requests with kv
 #pragma unroll 1
   for (int b = b_begin; b < b_end; ++b) {
     const bool first = b == b_begin;
@@ -700,13 +730,15 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       mine.tiles += x.r * per_group;
       mine.cost += x.r * group_cost;
+      tiles_min = min(tiles_min, x.r * per_group);
+      tiles_max = max(tiles_max, x.r * per_group);
     }
     // Kept for the running total below (req_tiles is free until the tiles are laid out).
     const unsigned kv_clamped = static_cast<unsigned>(min(max(kv_len, i64{0}), i64{1} << 31));
     reinterpret_cast<unsigned*>(x.rtiles)[b] = kv_clamped;
     mine.kv = SatAdd31(mine.kv, kv_clamped);
   }
-  const ScanResult<RequestSums> scan1 =
+  ScanResult<RequestSums> scan1 =
       BlockExclusiveScan(mine, AddRequestSums{}, RequestSums{0, 0, 0}, s_scan_requests);
   {
     unsigned kv_run = scan1.before.kv;
@@ -723,12 +755,52 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
   if (err.key != kNoError) atomicMin(&s_error, err.key);
+  if (params.kv_lanes > 1) {
+    // KvLanes: every request with kv has the same number m of tiles; L is the largest
+    // divisor of m, at most kv_lanes, that divides num_cu. Then the cost axis holds the
+    // reference tiles (m / L per request), scanned again.
+    if (tiles_max > 0) {
+      atomicMin(&s_tiles_min, tiles_min);
+      atomicMax(&s_tiles_max, tiles_max);
+    }
+    __syncthreads();
+    const int m = s_tiles_max;
+    if (m > 0 && s_tiles_min == m) {
+#pragma unroll 1
+      for (int d = min(params.kv_lanes, m); d > 1 && x.L == 1; --d) {
+        if (m % d == 0 && x.num_cu % d == 0) x.L = d;
+      }
+    }
+    if (x.L > 1) {
+      mine.cost = 0;
+      mine.tiles = 0;
+#pragma unroll 1
+      for (int b = b_begin; b < b_end; ++b) {
+        const int q = x.rq[b];
+        const i64 kv_len = x.rlen[b];
+        if (q == 0 || (!x.trim && kv_len == 0)) continue;
+        const int refs = x.r * x.rtt[b] / x.L;
+#pragma unroll 1
+        for (int u = 0; u < refs; ++u) {
+          mine.cost += TileCost(x, RefShape(x, b, u, q, kv_len, x.rtt[b]).kv_tokens);
+        }
+        mine.tiles += refs;
+      }
+      x.n = x.num_cu / x.L;
+      scan1 = BlockExclusiveScan(mine, AddRequestSums{}, RequestSums{0, 0, 0}, s_scan_requests);
+    }
+  }
   x.K = scan1.total.tiles;
   x.total = scan1.total.cost;
-  // The payload holds at least one split quantum (metadata/planner.cc, Payload).
-  x.P = max(CeilDivByCount(x.total, x.n, kc.inv_num_cu) + x.oh, x.oh + x.qg);
+  // The payload holds at least one split quantum (metadata/planner.cc, Payload); with lanes
+  // for the first lane's CU group.
+  x.P = max(
+      (x.L == 1 ? CeilDivByCount(x.total, x.n, kc.inv_num_cu) : (x.total + x.n - 1) / x.n) + x.oh,
+      x.oh + x.qg);
   x.tiles_per_cost =
       x.total > 0 ? __fdividef(static_cast<float>(x.K), static_cast<float>(x.total)) : 0.f;
+  // This thread's CUs of the walk (with lanes, the first CU group only).
+  const int w_begin = min(c_begin, x.n), w_end = min(c_end, x.n);
   {
     int tile = scan1.before.tiles;
     i64 cost = scan1.before.cost;
@@ -739,6 +811,19 @@ __global__ void __launch_bounds__(kThreads, 1)
       const i64 kv_len = x.rlen[b];
       if (q == 0 || (!x.trim && kv_len == 0)) continue;
       const int per_group = x.rtt[b];
+      if (x.L > 1) {
+        const int refs = x.r * per_group / x.L;
+#pragma unroll 1
+        for (int u = 0; u < refs; ++u, ++tile) {
+          const TileShape s = RefShape(x, b, u, q, kv_len, per_group);
+          x.C[tile] = cost;
+          x.treq[tile] = b;
+          x.tail[tile] = TailLimit(x, s);
+          x.shape[tile] = u;
+          cost += TileCost(x, s.kv_tokens);
+        }
+        continue;
+      }
 #pragma unroll 1
       for (int grp = 0; grp < x.r; ++grp) {
 #pragma unroll 1
@@ -756,7 +841,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // quantum (exact while no step meets a tile boundary's special cases).
     const i64 step0 = RoundDownPow2(x.P - x.oh, x.qg);
 #pragma unroll 1
-    for (int c = c_begin; c < c_end; ++c) {
+    for (int c = w_begin; c < w_end; ++c) {
       const i64 guess = min(x.total, step0 * c);
       x.S[c] = guess;
       x.jtile[c] = GuessTile(x, guess + x.P);
@@ -781,7 +866,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (stateless && !converged) {
     // The start of the CU after this thread's last one, as this thread knows it (the guess, then
     // what its own moves compose to): every CU's check is then local.
-    i64 next_start = x.S[c_end];
+    i64 next_start = x.S[w_end];
 #pragma unroll 1
     while (rounds < params.max_scan_iterations) {
       // Check: every CU's step from its guess lands on the next guess (then, by induction from
@@ -789,14 +874,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       i64 run = 0;
       bool mismatch = false;
 #pragma unroll 1
-      for (int c = c_begin; c < min(c_end, x.n - 1); ++c) {
+      for (int c = w_begin; c < min(w_end, x.n - 1); ++c) {
         const i64 pos = x.S[c];
         const StepResult st = PlanStep(x, pos, 0, x.jtile[c]);
         x.jtile[c] = st.j;
         const i64 m = AsMove(st, pos);
         x.val[c] = m;
         run = ComposeMoves{}(run, m);
-        mismatch |= st.next != (c + 1 == c_end ? next_start : x.S[c + 1]);
+        mismatch |= st.next != (c + 1 == w_end ? next_start : x.S[c + 1]);
       }
       ++rounds;
       if (profile && rounds == 1) profile[6] = clock64();
@@ -808,7 +893,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       // position it leads to) are the next guesses.
       i64 acc = BlockExclusiveScan(run, ComposeMoves{}, i64{0}, s_scan_moves).before;
 #pragma unroll 1
-      for (int c = c_begin; c < c_end; ++c) {
+      for (int c = w_begin; c < w_end; ++c) {
         x.S[c] = acc & ~kResetBit;
         if (c < x.n - 1) acc = ComposeMoves{}(acc, x.val[c]);
       }
@@ -831,15 +916,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   // order, the pieces of split tiles come in the host's tile order, so one scan over CUs of
   // (pieces, split tiles starting, pieces of split tiles, their rows) gives every CU its work
   // rows, its reduce entries and its partial rows, and each CU writes all of its pieces.
+  // With lanes, CU c = l * n + w (lane l, walk CU w) runs lane l's tiles over w's range.
   LayoutSums counts = {0, 0, 0, 0};
 #pragma unroll 1
   for (int c = c_begin; c < c_end; ++c) {
-    const i64 s0 = x.S[c], s1 = x.S[c + 1];
+    const int l = c / x.n, w = c - l * x.n;
+    const i64 s0 = x.S[w], s1 = x.S[w + 1];
     if (s1 <= s0) {
       x.ctile[c] = x.K;  // empty: the walk ended before this CU
       continue;
     }
-    const int t1 = TileAt(x, s1 - 1, x.jtile[c]);
+    // The walk's hint of CU w is read only by its own lane-0 thread (which overwrites it).
+    const int t1 = TileAt(x, s1 - 1, l == 0 ? x.jtile[c] : GuessTile(x, s1 - 1));
     const int t0 = TileAt(x, s0, t1);
     x.ctile[c] = t0;
     x.jtile[c] = t1;  // the hint is free now
@@ -847,11 +935,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     counts.works += t1 - t0 + 1;
     if (head_inside || (t0 == t1 && tail_inside)) {  // the first piece is of a split tile
       counts.pieces += 1;
-      counts.rows += TileTokens(x, t0);
+      counts.rows += LaneShape(x, t0, l).tokens;
     }
     if (t1 > t0 && tail_inside) {  // so is the last
       counts.pieces += 1;
-      counts.rows += TileTokens(x, t1);
+      counts.rows += LaneShape(x, t1, l).tokens;
     }
     if (tail_inside && (t1 > t0 || !head_inside)) counts.split += 1;  // t1 starts here
   }
@@ -862,7 +950,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // Capacities, in PlanDecodeInto's order; nothing is written unless all fit.
   {
-    const i64 need0 = i64{x.B} * x.r + 1, need1 = i64{x.n} + 1, need2 = totals.works,
+    const i64 need0 = i64{x.B} * x.r + 1, need1 = i64{x.num_cu} + 1, need2 = totals.works,
               need3 = i64{totals.split} + 1, need4 = 2 * i64{totals.split}, need5 = totals.pieces;
     int bad = -1;
     i64 need = 0, have = 0;
@@ -892,7 +980,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (b == x.B - 1) params.out_qo_indptr[x.B * x.r] = x.r * x.rqo[x.B];
   }
   if (tid == 0) {
-    params.work_indptr[x.n] = totals.works;
+    params.work_indptr[x.num_cu] = totals.works;
     params.reduce_indptr[0] = 0;
   }
   if (profile) profile[4] = clock64();
@@ -909,11 +997,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int t0 = x.ctile[c];
       if (t0 == x.K) continue;
       const int t1 = x.jtile[c];
-      const i64 s0 = x.S[c], s1 = x.S[c + 1];
+      const int l = c / x.n, w = c - l * x.n;
+      const i64 s0 = x.S[w], s1 = x.S[w + 1];
       const bool head_inside = s0 > x.C[t0], tail_inside = s1 < x.C[t1 + 1];
 #pragma unroll 1
       for (int k = t0; k <= t1; ++k, ++row) {
-        const TileShape s = ShapeOfTile(x, k);
+        const TileShape s = LaneShape(x, k, l);
         const bool first = k == t0, last = k == t1;
         int partial = kNoPartialRow;
         if ((first && head_inside) || (last && tail_inside)) {

@@ -8,7 +8,7 @@ import ctypes
 import os
 import threading
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 OK = 0
 INVALID_ARGUMENT = 1
@@ -77,7 +77,8 @@ class VariantQuery(ctypes.Structure):
 class Variant(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char * 96)] + [
         (n, _i32) for n in ("rows_per_tile", "q_seq_len", "head_fold", "heads_per_group",
-                            "tokens_per_tile", "blocks_per_cu", "default_num_cu")]
+                            "tokens_per_tile", "blocks_per_cu", "default_num_cu",
+                            "default_kv_lanes")]
 
 
 class CheckOptions(ctypes.Structure):

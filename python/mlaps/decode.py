@@ -33,7 +33,7 @@ class _GpuPlanArgs(ctypes.Structure):
         (n, _i32) for n in ("num_requests", "max_qlen", "num_heads", "page_size", "causal_trim",
                             "sparse_topk", "head_fold", "tokens_per_tile", "num_cu",
                             "kv_granularity", "fixed_overhead", "max_split_per_batch",
-                            "policy")] + [
+                            "policy", "kv_lanes")] + [
         ("out_qo_indptr", _vp), ("out_qo_indptr_capacity", _i64),
         ("work_indptr", _vp), ("work_indptr_capacity", _i64),
         ("work_info", _vp), ("work_info_capacity", _i64),
@@ -377,6 +377,7 @@ def gpu_plan(arrays, num_heads_per_head_k, num_heads_k, is_causal, page_size, kv
     args.max_split_per_batch = max(0, _util.int_arg("max_split_per_batch", max_split_per_batch,
                                                     -1))
     args.policy = 0
+    args.kv_lanes = v["default_kv_lanes"]  # the host planner's default (PlanOptions::kv_lanes)
     args.out_qo_indptr = meta.ptr + 4 * _planner.META_QO_INDPTR_WORD
     args.out_qo_indptr_capacity = 2 * (meta.shape[0] - _planner.META_HEADER_U64)
     args.work_indptr, args.work_indptr_capacity = wip.ptr, wip.shape[0]

@@ -56,8 +56,8 @@ def _capacity(arch, q_dtype, kv_dtype, num_heads, max_batch, max_qlen, num_cu, c
 def resolve_variant(num_heads, qlen, q_dtype, kv_dtype, arch=None, cp_round_robin=False,
                     lse=False):
     """The kernel variant mlaps plans a (H, qlen) shape with: a dict of name, rows_per_tile,
-    head_fold, heads_per_group, tokens_per_tile, blocks_per_cu, default_num_cu. Unsupported
-    shapes raise ValueError listing the nearest supported ones."""
+    head_fold, heads_per_group, tokens_per_tile, blocks_per_cu, default_num_cu,
+    default_kv_lanes. Unsupported shapes raise ValueError listing the nearest supported ones."""
     lib = _native.cpu()
     q = _native.VariantQuery(_util.arch_code(arch), _util.dtype_code("q_dtype", q_dtype),
                              _util.dtype_code("kv_dtype", kv_dtype),

@@ -225,6 +225,7 @@ static int32_t mlaps_resolve_variant_impl(const mlaps_variant_query* query, mlap
   r.tokens_per_tile = v->tokens_per_tile;
   r.blocks_per_cu = v->blocks_per_cu;
   r.default_num_cu = mlaps::DefaultNumCu(q.arch) * std::max(1, v->blocks_per_cu);
+  r.default_kv_lanes = mlaps::DefaultKvLanes(q.arch);
   *out = r;
   return MLAPS_OK;
 }

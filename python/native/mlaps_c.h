@@ -31,7 +31,7 @@
 extern "C" {
 #endif
 
-#define MLAPS_C_ABI_VERSION 2
+#define MLAPS_C_ABI_VERSION 3
 
 enum mlaps_code {
   MLAPS_OK = 0,
@@ -154,7 +154,8 @@ typedef struct {
   int32_t heads_per_group;
   int32_t tokens_per_tile;
   int32_t blocks_per_cu;
-  int32_t default_num_cu; /* DefaultNumCu(arch) x blocks_per_cu */
+  int32_t default_num_cu;   /* DefaultNumCu(arch) x blocks_per_cu */
+  int32_t default_kv_lanes; /* DefaultKvLanes(arch): the planner's kv lanes when unset */
 } mlaps_variant;
 
 /* ABI version (MLAPS_C_ABI_VERSION) of the loaded library. */
@@ -271,7 +272,8 @@ typedef struct {
   int32_t kv_granularity;
   int32_t fixed_overhead;
   int32_t max_split_per_batch;
-  int32_t policy; /* 0 only */
+  int32_t policy;   /* 0 only */
+  int32_t kv_lanes; /* most kv lanes, resolved: the host planner's (default_kv_lanes) */
   int32_t* out_qo_indptr;
   int64_t out_qo_indptr_capacity;
   int32_t* work_indptr;

@@ -58,6 +58,7 @@ int32_t mlaps_cuda_plan(const mlaps_gpu_plan_args* a, void* stream, char* err, i
   p.fixed_overhead = a->fixed_overhead;
   p.max_split_per_batch = a->max_split_per_batch;
   p.policy = a->policy;
+  p.kv_lanes = a->kv_lanes;
   p.out_qo_indptr = a->out_qo_indptr;
   p.out_qo_indptr_capacity = a->out_qo_indptr_capacity;
   p.work_indptr = a->work_indptr;

@@ -27,6 +27,7 @@
 #include <iterator>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -175,6 +176,7 @@ inline GpuPlannerParams ParamsFor(const Batch& batch, const Resolved& resolved,
   p.fixed_overhead = resolved.options.fixed_overhead;
   p.max_split_per_batch = resolved.options.max_split_per_batch;
   p.policy = static_cast<int>(resolved.options.policy);
+  p.kv_lanes = resolved.options.kv_lanes;
   int32_t** outs[6] = {&p.out_qo_indptr, &p.work_indptr,      &p.work_info,
                        &p.reduce_indptr, &p.reduce_final_map, &p.reduce_partial_map};
   int64_t* capacity[6] = {&p.out_qo_indptr_capacity,    &p.work_indptr_capacity,
@@ -218,17 +220,18 @@ inline std::string Describe(const Batch& b, const Resolved& r) {
   char buf[256];
   std::snprintf(buf, sizeof(buf),
                 "%s H=%d B=%d max_qlen=%d page=%d causal=%d cp=%d topk=%d | fold=%d tokens/tile=%d "
-                "num_cu=%d gran=%d overhead=%d max_split=%d",
+                "num_cu=%d gran=%d overhead=%d max_split=%d kv_lanes=%d",
                 std::string(ArchName(b.arch)).c_str(), b.num_heads, b.num_requests(), b.max_qlen(),
                 b.page_size, b.causal, b.cp_round_robin, b.sparse_topk, r.variant.head_fold,
                 r.variant.tokens_per_tile, r.options.num_cu, r.options.kv_granularity,
-                r.options.fixed_overhead, r.options.max_split_per_batch);
+                r.options.fixed_overhead, r.options.max_split_per_batch, r.options.kv_lanes);
   return buf;
 }
 
 struct MatchStats {
   int cases = 0, identical = 0, parallel_converged = 0, parallel_rounds = 0;
-  int too_large = 0;  // more tiles than the device's shared memory holds: skipped
+  int too_large = 0;   // more tiles than the device's shared memory holds: skipped
+  int with_lanes = 0;  // cases whose host plan has kv lanes (PlanSizes::kv_lanes > 1)
 };
 
 // Plans `batch` on both sides in every walk mode; returns "" when all are byte-identical.
@@ -247,6 +250,7 @@ std::string PlanAndCompare(Runner& runner, const Batch& batch, const PlanOptions
     return "";
   }
   ++stats->cases;
+  stats->with_lanes += host.sizes->kv_lanes > 1;
   runner.Upload(batch);
   for (int iterations : kWalkModes) {
     runner.Run(runner.Params(batch, *r, caps, std::max(1, batch.max_qlen()), iterations));
@@ -317,6 +321,7 @@ inline PlanOptions RandomOptions(std::mt19937& rng) {
   o.kv_granularity = rng() % 2 ? 0 : 1 << (rng() % 9);
   if (rng() % 4 == 0) o.fixed_overhead = rng() % 5;
   o.max_split_per_batch = rng() % 4 == 0 ? 1 + rng() % 8 : 0;
+  if (rng() % 3 == 0) o.kv_lanes = 1 + rng() % 8;  // else the arch's default
   return o;
 }
 
@@ -508,13 +513,56 @@ void CheckRepresentativeCases(Runner& runner) {
     o.num_cu = 1;
     cases.push_back({"1 CU", MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 200, 1, 4000, 64), o});
   }
+  // kv lanes: the seed shapes that have them (H x qlen > 64 rows on sm90), other CU counts
+  // (130: 2 lanes of 4 requested), split limits (the one-thread walk), causal trim with
+  // tiles of unequal tokens, CP shards with empty requests, sparse per-token.
+  {
+    PlanOptions o;
+    o.kv_lanes = kMaxKvLanes;
+    for (auto [heads, qlen] : {std::pair{128, 2}, {128, 1}, {64, 2}, {32, 3}}) {
+      cases.push_back({"lanes seed shape",
+                       MakeUniformBatch(Arch::kSm90, DType::kFp8, heads, 128, qlen, 8192, 64), o});
+    }
+    std::vector<int> lens;
+    for (int i = 0; i < 40; ++i) lens.push_back(5 + (i * 7919) % 9000);
+    cases.push_back(
+        {"lanes varlen kv", MakeVarlenBatch(Arch::kSm90, DType::kBf16, 128, lens, 2, 64), o});
+    cases.push_back({"lanes gfx942 h128 q3",
+                     MakeVarlenBatch(Arch::kGfx942, DType::kBf16, 128, lens, 3, 16), o});
+    o.num_cu = 130;
+    cases.push_back(
+        {"lanes 130 CUs", MakeVarlenBatch(Arch::kSm90, DType::kBf16, 128, lens, 2, 1), o});
+    o.num_cu = 0;
+    o.max_split_per_batch = 3;
+    cases.push_back(
+        {"lanes max split 3", MakeVarlenBatch(Arch::kSm90, DType::kBf16, 128, lens, 2, 64), o});
+    o.max_split_per_batch = 1;
+    cases.push_back(
+        {"lanes max split 1", MakeVarlenBatch(Arch::kSm90, DType::kBf16, 128, lens, 2, 64), o});
+    o.max_split_per_batch = 0;
+    o.kv_lanes = 2;
+    cases.push_back(
+        {"lanes 2 of 4 tiles", MakeVarlenBatch(Arch::kSm90, DType::kBf16, 128, lens, 2, 64), o});
+    o.kv_lanes = kMaxKvLanes;
+    Batch cp = MakeVarlenBatch(Arch::kSm90, DType::kBf16, 128, {0, 3, 700, 0, 9000, 64}, 2, 1);
+    cp.cp_round_robin = true;
+    cases.push_back({"lanes CP shard with empty requests", cp, o});
+    Batch sparse =
+        MakeVarlenBatch(Arch::kSm90, DType::kFp8, 128, {2048, 0, 17, 2048, 1, 1500}, 1, 1);
+    sparse.sparse_topk = 2048;
+    sparse.causal = false;
+    cases.push_back({"lanes sparse per-token", sparse, o});
+  }
   MatchStats stats;
   for (const Case& c : cases) {
     const std::string diff = PlanAndCompare(runner, c.batch, c.options, &stats);
     EXPECT_EQ(diff, "") << c.name;
   }
-  std::printf("[%s planner] representative: %d cases x %zu walk modes, %d byte-identical\n",
-              runner.Name(), stats.cases, std::size(kWalkModes), stats.identical);
+  std::printf(
+      "[%s planner] representative: %d cases x %zu walk modes, %d byte-identical, %d with kv "
+      "lanes\n",
+      runner.Name(), stats.cases, std::size(kWalkModes), stats.identical, stats.with_lanes);
+  EXPECT_GE(stats.with_lanes, 10);
 }
 
 template <class Runner>
@@ -537,14 +585,15 @@ void CheckRandomBatches(Runner& runner, int iterations, int min_cases, int big_e
     }
   }
   std::printf(
-      "[%s planner] random: %d batches x %zu walk modes, %d byte-identical (skipped: %d "
-      "unsupported shapes, %d over shared memory); parallel walk converged in %d of them, "
-      "%.2f rounds on average\n",
-      runner.Name(), stats.cases, std::size(kWalkModes), stats.identical, unsupported,
-      stats.too_large, stats.parallel_converged,
+      "[%s planner] random: %d batches x %zu walk modes, %d byte-identical, %d with kv lanes "
+      "(skipped: %d unsupported shapes, %d over shared memory); parallel walk converged in %d "
+      "of them, %.2f rounds on average\n",
+      runner.Name(), stats.cases, std::size(kWalkModes), stats.identical, stats.with_lanes,
+      unsupported, stats.too_large, stats.parallel_converged,
       stats.parallel_converged ? double(stats.parallel_rounds) / stats.parallel_converged : 0.0);
   EXPECT_EQ(stats.identical, stats.cases);
   EXPECT_GT(stats.cases, min_cases);
+  EXPECT_GT(stats.with_lanes, 0);
 }
 
 template <class Runner>

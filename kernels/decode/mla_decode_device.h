@@ -57,11 +57,13 @@ constexpr int kTileRows = 64;  // q rows (tokens x heads) of a qo tile: the regi
 constexpr int kThreads = 256;  // decode block (the generic path; the MMA path: 256 or 512)
 constexpr int kBlockN = 32;    // kv tokens per online-softmax step (MMA path)
 constexpr int kReduceThreads = 128;
-// Reduce blocks per split tile (grid.y): one per row of a 64-row tile. A row's merge is a
-// chain of dependent global loads (LSEs, then partial O), so rows run side by side instead
-// of one after another in a block (8 blocks per tile measured 9-25 us per reduce on the
-// H200, latency-bound).
-constexpr int kReduceRowSplit = kTileRows;
+constexpr int kReduceRowSplit = 8;  // reduce blocks per split tile (grid.y)
+// Rows a reduce block merges side by side, kReduceThreads / kReduceRowsAtOnce threads each:
+// a row's merge is a chain of dependent global loads (LSEs, then partial O), so one row at
+// a time per block was latency-bound (9-25 us per reduce on the H200); 8 blocks x 8 rows
+// cover a 64-row tile in one pass. (One block per row measured slower: 8x the blocks, each
+// repeating the entry's validation.)
+constexpr int kReduceRowsAtOnce = 8;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 

@@ -17,7 +17,8 @@ namespace mla {
 // 0: any number, two passes over the LSEs.
 template <int kFew>
 __device__ __forceinline__ void MergeRow(const MlaReduceParams& p, const int32_t* locs, int n,
-                                         int64_t tok, int hh, int hg, int64_t out_row) {
+                                         int64_t tok, int hh, int hg, int64_t out_row, int lane,
+                                         int lanes) {
   float gmax = NegInf();
   float lse_p[kFew > 0 ? kFew : 1];
   if (kFew > 0) {
@@ -36,14 +37,15 @@ __device__ __forceinline__ void MergeRow(const MlaReduceParams& p, const int32_t
   uint16_t* o = p.o != nullptr ? p.o + out_row * kDimV : nullptr;
   float* o32 = p.o_fp32 != nullptr ? p.o_fp32 + out_row * kDimV : nullptr;
   if (gmax == NegInf()) {
-    for (int c = threadIdx.x * 4; c < kDimV; c += blockDim.x * 4) {
+#pragma unroll
+    for (int c = lane * 4; c < kDimV; c += lanes * 4) {
       if (o32 != nullptr) {
         *reinterpret_cast<float4*>(o32 + c) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       } else {
         *reinterpret_cast<uint2*>(o + c) = make_uint2(0, 0);
       }
     }
-    if (threadIdx.x == 0) p.lse[out_row] = NegInf();
+    if (lane == 0) p.lse[out_row] = NegInf();
     return;
   }
   float sum = 0.0f;
@@ -59,7 +61,8 @@ __device__ __forceinline__ void MergeRow(const MlaReduceParams& p, const int32_t
     }
   }
   const float lse = gmax + logf(sum);
-  for (int c = threadIdx.x * 4; c < kDimV; c += blockDim.x * 4) {
+#pragma unroll
+  for (int c = lane * 4; c < kDimV; c += lanes * 4) {
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (kFew > 0) {
       float4 v[kFew > 0 ? kFew : 1];
@@ -103,12 +106,13 @@ __device__ __forceinline__ void MergeRow(const MlaReduceParams& p, const int32_t
                         (static_cast<uint32_t>(FloatToBf16(acc.w)) << 16);
     *reinterpret_cast<uint2*>(o + c) = make_uint2(lo, hi);
   }
-  if (threadIdx.x == 0) p.lse[out_row] = lse;
+  if (lane == 0) p.lse[out_row] = lse;
 }
 
 // Split tile k (blockIdx.x) merged by kReduceRowSplit blocks (blockIdx.y), rows strided.
 // Every thread validates the entry identically (uniform control flow); blocks past the
-// tile's rows leave early (block y = 0 always validates, and reports).
+// tile's rows leave early (block y = 0 always validates, and reports). kReduceRowsAtOnce rows
+// at a time per block.
 __device__ inline void ReduceBlock(const MlaReduceParams& p) {
   const int k = blockIdx.x;
   const bool reporter = threadIdx.x == 0 && blockIdx.y == 0;
@@ -127,7 +131,9 @@ __device__ inline void ReduceBlock(const MlaReduceParams& p) {
   // The request of folded token qs: the last b with qo_indptr[b] * r <= qs.
   const int r = p.head_fold, hg = p.num_heads / r;
   const int64_t qs = p.reduce_final_map[2 * k], qe = p.reduce_final_map[2 * k + 1];
-  if (blockIdx.y > 0 && static_cast<int64_t>(blockIdx.y) >= (qe - qs) * hg) return;
+  if (blockIdx.y > 0 && static_cast<int64_t>(blockIdx.y) * kReduceRowsAtOnce >= (qe - qs) * hg) {
+    return;
+  }
   const int64_t total = static_cast<int64_t>(p.qo_indptr[p.num_requests]) * r;
   if (qs < 0 || qe <= qs || qe > total || total > static_cast<int64_t>(p.num_q_tokens) * r) {
     if (reporter) Report(p.status, kMlaBadReduceTile, k, 2 * k, qs);
@@ -165,13 +171,17 @@ __device__ inline void ReduceBlock(const MlaReduceParams& p) {
   }
   for (int j = threadIdx.x; j < n; j += blockDim.x) locs[j] = p.reduce_partial_map[p0 + j];
   __syncthreads();
-  for (int row = blockIdx.y; row < tokens * hg; row += gridDim.y) {
+  // Row groups of the block: group i merges rows y * kReduceRowsAtOnce + i, strided.
+  constexpr int kLanes = kReduceThreads / kReduceRowsAtOnce;
+  const int group = threadIdx.x / kLanes, lane = threadIdx.x - group * kLanes;
+  for (int row = blockIdx.y * kReduceRowsAtOnce + group; row < tokens * hg;
+       row += gridDim.y * kReduceRowsAtOnce) {
     const int tok = row / hg, hh = row - tok * hg;
     const int64_t out_row = (qo0 + (qs - fqo) + tok) * p.num_heads + g * hg + hh;
     if (n <= 3) {
-      MergeRow<3>(p, locs, n, tok, hh, hg, out_row);
+      MergeRow<3>(p, locs, n, tok, hh, hg, out_row, lane, kLanes);
     } else {
-      MergeRow<0>(p, locs, n, tok, hh, hg, out_row);
+      MergeRow<0>(p, locs, n, tok, hh, hg, out_row, lane, kLanes);
     }
   }
 }

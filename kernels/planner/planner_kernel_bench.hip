@@ -181,7 +181,7 @@ void BM_GpuPlanner(benchmark::State& state) {
   p.causal_trim = true;
   p.head_fold = variant.head_fold;
   p.tokens_per_tile = variant.tokens_per_tile;
-  p.num_cu = options.num_cu;
+  p.num_cu = sizes->num_cu;  // the default grid times the variant's blocks_per_cu
   p.kv_granularity = options.kv_granularity;
   p.fixed_overhead = options.fixed_overhead;
   p.max_split_per_batch = options.max_split_per_batch;

@@ -13,12 +13,15 @@ namespace mla {
 
 // Merges the pieces of one (token, head) row into final O / LSE: g = max of the live LSEs
 // (finite ones; NaN / +-inf count as -inf), lse = g + ln(sum exp(lse_p - g)),
-// O = sum exp(lse_p - lse) O_p. kFew > 0: at most kFew pieces, all loads issued together;
-// 0: any number, two passes over the LSEs.
-template <int kFew>
+// O = sum exp(lse_p - lse) O_p. kLanes threads share the row (lane: this thread's), each
+// holding kDimV / kLanes columns as float4 chunks whose loads issue together. kFew > 0: at
+// most kFew pieces, all loads issued together; 0: any number, two passes over the LSEs and
+// then one piece at a time.
+template <int kFew, int kLanes>
 __device__ __forceinline__ void MergeRow(const MlaReduceParams& p, const int32_t* locs, int n,
-                                         int64_t tok, int hh, int hg, int64_t out_row, int lane,
-                                         int lanes) {
+                                         int64_t tok, int hh, int hg, int64_t out_row, int lane) {
+  constexpr int kChunks = kDimV / (4 * kLanes);
+  static_assert(kChunks * 4 * kLanes == kDimV, "the row's columns split evenly over the lanes");
   float gmax = NegInf();
   float lse_p[kFew > 0 ? kFew : 1];
   if (kFew > 0) {
@@ -36,74 +39,65 @@ __device__ __forceinline__ void MergeRow(const MlaReduceParams& p, const int32_t
   // Exactly one of o / o32 is set: bf16 final O (default) or fp32 final O (CP ranks).
   uint16_t* o = p.o != nullptr ? p.o + out_row * kDimV : nullptr;
   float* o32 = p.o_fp32 != nullptr ? p.o_fp32 + out_row * kDimV : nullptr;
-  if (gmax == NegInf()) {
+  float4 acc[kChunks];
 #pragma unroll
-    for (int c = lane * 4; c < kDimV; c += lanes * 4) {
-      if (o32 != nullptr) {
-        *reinterpret_cast<float4*>(o32 + c) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      } else {
-        *reinterpret_cast<uint2*>(o + c) = make_uint2(0, 0);
-      }
-    }
-    if (lane == 0) p.lse[out_row] = NegInf();
-    return;
-  }
-  float sum = 0.0f;
-  if (kFew > 0) {
-#pragma unroll
-    for (int j = 0; j < (kFew > 0 ? kFew : 1); ++j) {
-      if (IsFiniteF(lse_p[j])) sum += expf(lse_p[j] - gmax);
-    }
-  } else {
-    for (int j = 0; j < n; ++j) {
-      const float x = p.partial_lse[(locs[j] + tok) * hg + hh];
-      if (IsFiniteF(x)) sum += expf(x - gmax);
-    }
-  }
-  const float lse = gmax + logf(sum);
-#pragma unroll
-  for (int c = lane * 4; c < kDimV; c += lanes * 4) {
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  for (int k = 0; k < kChunks; ++k) acc[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  float lse = NegInf();
+  if (gmax != NegInf()) {
+    float sum = 0.0f;
     if (kFew > 0) {
-      float4 v[kFew > 0 ? kFew : 1];
 #pragma unroll
       for (int j = 0; j < (kFew > 0 ? kFew : 1); ++j) {
-        if (IsFiniteF(lse_p[j])) {
-          v[j] = *reinterpret_cast<const float4*>(p.partial_o +
-                                                  ((locs[j] + tok) * hg + hh) * kDimV + c);
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < (kFew > 0 ? kFew : 1); ++j) {
-        if (IsFiniteF(lse_p[j])) {
-          const float wgt = expf(lse_p[j] - lse);
-          acc.x += wgt * v[j].x;
-          acc.y += wgt * v[j].y;
-          acc.z += wgt * v[j].z;
-          acc.w += wgt * v[j].w;
-        }
+        if (IsFiniteF(lse_p[j])) sum += expf(lse_p[j] - gmax);
       }
     } else {
       for (int j = 0; j < n; ++j) {
-        const int64_t prow = (locs[j] + tok) * hg + hh;
-        const float x = p.partial_lse[prow];
-        if (!IsFiniteF(x)) continue;
-        const float wgt = expf(x - lse);
-        const float4 v = *reinterpret_cast<const float4*>(p.partial_o + prow * kDimV + c);
-        acc.x += wgt * v.x;
-        acc.y += wgt * v.y;
-        acc.z += wgt * v.z;
-        acc.w += wgt * v.w;
+        const float x = p.partial_lse[(locs[j] + tok) * hg + hh];
+        if (IsFiniteF(x)) sum += expf(x - gmax);
       }
     }
+    lse = gmax + logf(sum);
+    // acc += exp(lse_j - lse) O_j over the live pieces, all chunks of a piece at once.
+    auto add_piece = [&](int j, float lse_j) {
+      const float wgt = expf(lse_j - lse);
+      const float* src = p.partial_o + ((locs[j] + tok) * hg + hh) * kDimV + 4 * lane;
+      float4 v[kChunks];
+#pragma unroll
+      for (int k = 0; k < kChunks; ++k) {
+        v[k] = *reinterpret_cast<const float4*>(src + 4 * kLanes * k);
+      }
+#pragma unroll
+      for (int k = 0; k < kChunks; ++k) {
+        acc[k].x += wgt * v[k].x;
+        acc[k].y += wgt * v[k].y;
+        acc[k].z += wgt * v[k].z;
+        acc[k].w += wgt * v[k].w;
+      }
+    };
+    if (kFew > 0) {
+#pragma unroll
+      for (int j = 0; j < (kFew > 0 ? kFew : 1); ++j) {
+        if (IsFiniteF(lse_p[j])) add_piece(j, lse_p[j]);
+      }
+    } else {
+      for (int j = 0; j < n; ++j) {
+        const float x = p.partial_lse[(locs[j] + tok) * hg + hh];
+        if (IsFiniteF(x)) add_piece(j, x);
+      }
+    }
+  }
+  // No live piece: O = 0 (acc) and LSE = -inf.
+#pragma unroll
+  for (int k = 0; k < kChunks; ++k) {
+    const int c = 4 * lane + 4 * kLanes * k;
     if (o32 != nullptr) {
-      *reinterpret_cast<float4*>(o32 + c) = acc;
+      *reinterpret_cast<float4*>(o32 + c) = acc[k];
       continue;
     }
-    const uint32_t lo = static_cast<uint32_t>(FloatToBf16(acc.x)) |
-                        (static_cast<uint32_t>(FloatToBf16(acc.y)) << 16);
-    const uint32_t hi = static_cast<uint32_t>(FloatToBf16(acc.z)) |
-                        (static_cast<uint32_t>(FloatToBf16(acc.w)) << 16);
+    const uint32_t lo = static_cast<uint32_t>(FloatToBf16(acc[k].x)) |
+                        (static_cast<uint32_t>(FloatToBf16(acc[k].y)) << 16);
+    const uint32_t hi = static_cast<uint32_t>(FloatToBf16(acc[k].z)) |
+                        (static_cast<uint32_t>(FloatToBf16(acc[k].w)) << 16);
     *reinterpret_cast<uint2*>(o + c) = make_uint2(lo, hi);
   }
   if (lane == 0) p.lse[out_row] = lse;
@@ -179,9 +173,9 @@ __device__ inline void ReduceBlock(const MlaReduceParams& p) {
     const int tok = row / hg, hh = row - tok * hg;
     const int64_t out_row = (qo0 + (qs - fqo) + tok) * p.num_heads + g * hg + hh;
     if (n <= 3) {
-      MergeRow<3>(p, locs, n, tok, hh, hg, out_row, lane, kLanes);
+      MergeRow<3, kLanes>(p, locs, n, tok, hh, hg, out_row, lane);
     } else {
-      MergeRow<0>(p, locs, n, tok, hh, hg, out_row, lane, kLanes);
+      MergeRow<0, kLanes>(p, locs, n, tok, hh, hg, out_row, lane);
     }
   }
 }

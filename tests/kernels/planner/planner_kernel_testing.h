@@ -70,16 +70,8 @@ inline absl::StatusOr<Resolved> Resolve(const Batch& batch, const PlanOptions& o
   if (!v.ok()) return v.status();
   // As PlanDecodeInto: the default grid is the arch's CUs x the variant's blocks_per_cu.
   if (options.num_cu == 0) o->num_cu *= v->blocks_per_cu;
-  CapacityQuery cq;
-  cq.arch = batch.arch;
-  cq.q_dtype = batch.q_dtype;
-  cq.kv_dtype = batch.kv_dtype;
-  cq.num_heads = batch.num_heads;
-  cq.max_batch = batch.num_requests();
+  CapacityQuery cq = CapacityQueryOf(batch, o->num_cu, o->lse);
   cq.max_qlen = vq.qlen;
-  cq.num_cu = o->num_cu;
-  cq.cp_round_robin = batch.cp_round_robin;
-  cq.lse = o->lse;
   absl::StatusOr<PlanCapacity> c = ComputePlanCapacity(cq);
   if (!c.ok()) return c.status();
   return Resolved{*o, *v, *c};

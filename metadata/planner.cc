@@ -92,6 +92,21 @@ absl::StatusOr<PlanOptions> ResolveOptions(const Batch& batch, const PlanOptions
 
 // sm90: lanes measured 4-23% faster on the H200 (kernels/decode/notes.md); the AMD archs keep
 // 1 until measured there.
+absl::StatusOr<ResolvedPlan> ResolvePlan(const Batch& batch, const PlanOptions& options) {
+  absl::StatusOr<PlanOptions> o = ResolveOptions(batch, options);
+  if (!o.ok()) return o.status();
+  VariantQuery vq = VariantQueryOf(batch, o->lse);
+  vq.qlen = std::max(1, vq.qlen);
+  absl::StatusOr<ResolvedVariant> v = ResolveVariant(vq);
+  if (!v.ok()) return v.status();
+  if (options.num_cu == 0) o->num_cu *= v->blocks_per_cu;  // as PlanDecodeInto
+  CapacityQuery cq = CapacityQueryOf(batch, o->num_cu, o->lse);
+  cq.max_qlen = vq.qlen;
+  absl::StatusOr<PlanCapacity> c = ComputePlanCapacity(cq);
+  if (!c.ok()) return c.status();
+  return ResolvedPlan{*o, *std::move(v), *c};
+}
+
 int DefaultKvLanes(Arch arch) { return arch == Arch::kSm90 ? kMaxKvLanes : 1; }
 
 int KvLanes(absl::Span<const QoTile> tiles, int num_cu, int max_lanes) {

@@ -13,6 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "metadata/batch.h"
+#include "metadata/capacity.h"
 #include "metadata/registry.h"
 #include "metadata/work_plan.h"
 
@@ -90,6 +91,17 @@ VariantQuery VariantQueryOf(const Batch& batch, bool lse);
 // blocks_per_cu (the plan's num_cu is the grid actually planned).
 // Errors: InvalidArgument naming the option and value.
 absl::StatusOr<PlanOptions> ResolveOptions(const Batch& batch, const PlanOptions& options);
+
+// What PlanDecodeInto plans a batch with, for callers that size buffers or pass the resolved
+// values on (the GPU planner's params): the options resolved, num_cu the grid actually
+// planned (the default grid times the variant's blocks_per_cu when options.num_cu is 0),
+// the variant at the batch's largest qlen, and the buffer capacity for that grid.
+struct ResolvedPlan {
+  PlanOptions options;
+  ResolvedVariant variant;
+  PlanCapacity capacity;
+};
+absl::StatusOr<ResolvedPlan> ResolvePlan(const Batch& batch, const PlanOptions& options);
 
 // The qo tiles of a (validated) batch under a resolved variant, in request order (request,
 // head group, token tile).

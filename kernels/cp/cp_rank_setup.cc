@@ -29,23 +29,13 @@ absl::StatusOr<CpRankSetup> MakeCpRankSetup(const Batch& global,
     s.local_kv_indices[k] = static_cast<int32_t>(k);
   }
   for (int64_t l : s.view.global_kv_len) s.global_kv_len.push_back(static_cast<int32_t>(l));
-  // As PlanDecodeInto: options resolved, the variant at the batch's largest qlen, and the
-  // default grid the arch's CUs x the variant's blocks_per_cu.
-  absl::StatusOr<PlanOptions> o = ResolveOptions(batch, options);
-  if (!o.ok()) return o.status();
-  VariantQuery vq = VariantQueryOf(batch, o->lse);
-  vq.qlen = std::max(1, vq.qlen);
-  absl::StatusOr<ResolvedVariant> v = ResolveVariant(vq);
-  if (!v.ok()) return v.status();
-  if (options.num_cu == 0) o->num_cu *= v->blocks_per_cu;
-  CapacityQuery cq = CapacityQueryOf(batch, o->num_cu, o->lse);
-  cq.max_qlen = vq.qlen;
-  absl::StatusOr<PlanCapacity> c = ComputePlanCapacity(cq);
-  if (!c.ok()) return c.status();
-  s.options = *o;
-  s.variant = *std::move(v);
-  s.capacity = *c;
-  s.max_qlen = vq.qlen;
+  // As PlanDecodeInto (ResolvePlan): options, grid, variant and capacity.
+  absl::StatusOr<ResolvedPlan> plan = ResolvePlan(batch, options);
+  if (!plan.ok()) return plan.status();
+  s.options = plan->options;
+  s.variant = std::move(plan->variant);
+  s.capacity = plan->capacity;
+  s.max_qlen = std::max(1, batch.max_qlen());
   s.rows = batch.total_q_tokens() * batch.num_heads;
   return s;
 }

@@ -55,7 +55,19 @@ TEST(Planner, DefaultGridFollowsTheRegistrysBlocksPerCu) {
     ASSERT_TRUE(cap.ok());
     // An upper bound over qlen <= c.qlen (qlen 1 of H = 16 already takes 2 x 132).
     EXPECT_GE(cap->work_indptr, c.want + 1);
+    // ResolvePlan: the same grid and variant, a capacity that holds the plan.
+    absl::StatusOr<ResolvedPlan> r = ResolvePlan(batch, options);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->options.num_cu, c.want);
+    EXPECT_EQ(r->variant.name, plan.variant);
+    EXPECT_EQ(r->capacity.work_indptr, c.want + 1);
+    EXPECT_GE(r->capacity.work_info, static_cast<int64_t>(plan.work_info.size()));
+    EXPECT_GE(r->capacity.reduce_partial_map, static_cast<int64_t>(plan.reduce_partial_map.size()));
   }
+  PlanOptions bad;
+  bad.kv_lanes = 65;
+  EXPECT_FALSE(
+      ResolvePlan(MakeUniformBatch(Arch::kSm90, DType::kFp8, 16, 8, 1, 3000, 64), bad).ok());
 }
 
 // Each CU of a lane plan as (lane, the kv ranges of its items in order).

@@ -55,26 +55,9 @@ inline const char* WalkName(int iterations) {
 }
 
 // What the host planner needs besides the batch, resolved as PlanDecodeInto resolves it.
-struct Resolved {
-  PlanOptions options;
-  ResolvedVariant variant;
-  PlanCapacity capacity;
-};
-
+using Resolved = ResolvedPlan;
 inline absl::StatusOr<Resolved> Resolve(const Batch& batch, const PlanOptions& options) {
-  absl::StatusOr<PlanOptions> o = ResolveOptions(batch, options);
-  if (!o.ok()) return o.status();
-  VariantQuery vq = VariantQueryOf(batch, o->lse);
-  vq.qlen = std::max(1, vq.qlen);
-  absl::StatusOr<ResolvedVariant> v = ResolveVariant(vq);
-  if (!v.ok()) return v.status();
-  // As PlanDecodeInto: the default grid is the arch's CUs x the variant's blocks_per_cu.
-  if (options.num_cu == 0) o->num_cu *= v->blocks_per_cu;
-  CapacityQuery cq = CapacityQueryOf(batch, o->num_cu, o->lse);
-  cq.max_qlen = vq.qlen;
-  absl::StatusOr<PlanCapacity> c = ComputePlanCapacity(cq);
-  if (!c.ok()) return c.status();
-  return Resolved{*o, *v, *c};
+  return ResolvePlan(batch, options);
 }
 
 // Capacities of the six buffers, in GpuPlanBuffer order.

@@ -182,24 +182,24 @@ inline int LaunchThreads(const GpuPlannerParams& p) {
 
 // ---- Scans -------------------------------------------------------------------------------------
 
-// __shfl_up / __shfl of any trivially copyable value, one 32-bit word at a time.
-template <typename T>
-__device__ inline T ShflUp(T v, int delta) {
+// A warp shuffle of any trivially copyable value, one 32-bit word at a time
+// (`shuffle_word(int) -> int`: one lane's word in, the source lane's word out).
+template <typename T, typename ShuffleWord>
+__device__ inline T ShuffleWords(T v, ShuffleWord shuffle_word) {
   static_assert(sizeof(T) % 4 == 0, "shuffled values are whole 32-bit words");
   int w[sizeof(T) / 4];
   memcpy(w, &v, sizeof(T));
-  for (int i = 0; i < static_cast<int>(sizeof(T) / 4); ++i) w[i] = __shfl_up(w[i], delta);
+  for (int i = 0; i < static_cast<int>(sizeof(T) / 4); ++i) w[i] = shuffle_word(w[i]);
   memcpy(&v, w, sizeof(T));
   return v;
 }
 template <typename T>
+__device__ inline T ShflUp(T v, int delta) {
+  return ShuffleWords(v, [delta](int w) { return __shfl_up(w, delta); });
+}
+template <typename T>
 __device__ inline T Shfl(T v, int lane) {
-  static_assert(sizeof(T) % 4 == 0, "shuffled values are whole 32-bit words");
-  int w[sizeof(T) / 4];
-  memcpy(w, &v, sizeof(T));
-  for (int i = 0; i < static_cast<int>(sizeof(T) / 4); ++i) w[i] = __shfl(w[i], lane);
-  memcpy(&v, w, sizeof(T));
-  return v;
+  return ShuffleWords(v, [lane](int w) { return __shfl(w, lane); });
 }
 
 template <typename T, typename Op>

@@ -245,6 +245,9 @@ def test_torch_style_dtypes_accepted():
 def test_resolve_variant():
     v = mlaps.resolve_variant(128, 2, "fp8", "fp8", arch="sm90")
     assert v["head_fold"] >= 1 and v["rows_per_tile"] in (64, 128) and v["name"]
+    # The planner's default kv lanes, which the GPU planner arguments pass on (decode.py).
+    assert v["default_kv_lanes"] == 8
+    assert mlaps.resolve_variant(128, 2, "fp8", "fp8", arch="gfx942")["default_kv_lanes"] == 1
 
 
 def cp_cases(step=7):

@@ -34,6 +34,7 @@
 #include "tests/kernels/emu/hip_host_emulation.h"
 #include "kernels/decode/mla_decode_device.h"
 #include "kernels/decode/mla_reduce_device.h"
+#include "tests/kernels/decode/emu_reduce.h"
 // clang-format on
 
 namespace mlaps {
@@ -58,8 +59,6 @@ DecodeRunResult RunEmulated(const sim::DecodeCase& c, const WorkPlan& plan, int 
   const bool fp8 = c.batch.q_dtype == DType::kFp8;
   testing::HostDecodeRun run(c, plan, cp, o_fp32, mutate);
   MlaDecodeParams& p = run.decode;
-  const MlaReduceParams& rp = run.reduce;
-  DecodeRunResult r;
   if (warps == 16) p.block_threads = 512;
     // The launcher's choice: the compact layout (two blocks an SM) for tiles of <= 16 rows.
 #if MLAPS_MLA_MMA
@@ -71,7 +70,7 @@ DecodeRunResult RunEmulated(const sim::DecodeCase& c, const WorkPlan& plan, int 
   const bool compact = false;
   const size_t smem = 0;
 #endif
-  r.error = mlaps_emu::Launch(dim3(plan.num_cu), dim3(warps * 32), smem, [&] {
+  const std::string error = mlaps_emu::Launch(dim3(plan.num_cu), dim3(warps * 32), smem, [&] {
     if (warps == 16) {
       fp8 ? mla::MlaDecodeKernel<true, 16, 4>(p) : mla::MlaDecodeKernel<false, 16, 4>(p);
     } else if (compact) {
@@ -80,15 +79,7 @@ DecodeRunResult RunEmulated(const sim::DecodeCase& c, const WorkPlan& plan, int 
       fp8 ? mla::MlaDecodeKernel<true, 8, 4>(p) : mla::MlaDecodeKernel<false, 8, 4>(p);
     }
   });
-  if (r.error.empty() && rp.reduce_tiles_capacity > 0) {
-    r.error = mlaps_emu::Launch(dim3(rp.reduce_tiles_capacity, mla::kReduceRowSplit),
-                                dim3(mla::kReduceThreads), 0, [&] { mla::MlaReduceKernel(rp); });
-  }
-  r.o = run.O();
-  r.lse = run.Lse();
-  r.status = run.Status();
-  r.trace = run.Trace();
-  return r;
+  return testing::ReduceAndCollect(run, error);
 }
 
 // Emulated kernels vs the executor (same plan, kv_block 32) and vs the fp64 reference, each

@@ -20,6 +20,7 @@
 #include "sim/executor.h"
 #include "sim/reference.h"
 #include "tests/kernels/decode/decode_checks.h"
+#include "tests/kernels/decode/emu_reduce.h"
 #include "tests/kernels/decode/mla_decode_testing.h"
 
 namespace mlaps::testing {
@@ -44,19 +45,9 @@ inline DecodeRunResult RunSm90(const Sm90KernelUnderTest& k, const sim::DecodeCa
   HostDecodeRun run(c, plan, cp, o_fp32);
   MlaDecodeParams& p = run.decode;
   p.path = k.path;
-  const MlaReduceParams& rp = run.reduce;
-  DecodeRunResult r;
-  r.error = mlaps_emu::Launch(
-      dim3(plan.num_cu), dim3(k.threads), k.smem_bytes, [&] { k.body(p, fp8); }, schedule);
-  if (r.error.empty() && rp.reduce_tiles_capacity > 0) {
-    r.error = mlaps_emu::Launch(dim3(rp.reduce_tiles_capacity, mla::kReduceRowSplit),
-                                dim3(mla::kReduceThreads), 0, [&] { mla::MlaReduceKernel(rp); });
-  }
-  r.o = run.O();
-  r.lse = run.Lse();
-  r.status = run.Status();
-  r.trace = run.Trace();
-  return r;
+  return ReduceAndCollect(run, mlaps_emu::Launch(
+                                   dim3(plan.num_cu), dim3(k.threads), k.smem_bytes,
+                                   [&] { k.body(p, fp8); }, schedule));
 }
 
 // The same run with the warpgroups' relative progress skewed both ways: a kernel without

@@ -156,10 +156,8 @@ std::vector<Setting> SettingsOf(const Batch& batch, int sms) {
   PlanOptions options;
   options.kv_lanes = kMaxKvLanes;
   absl::StatusOr<WorkPlan> lanes = bench::PlanForDevice(batch, options, sms);
-  options.kv_lanes = 1;
-  absl::StatusOr<WorkPlan> none = bench::PlanForDevice(batch, options, sms);
   absl::StatusOr<WorkPlan> plain = bench::PlanForDevice(batch, PlanOptions{}, sms);
-  if (lanes.ok() && none.ok() && plain.ok() && lanes->kv_lanes > 1) {
+  if (lanes.ok() && plain.ok() && lanes->kv_lanes > 1) {
     settings.push_back(Setting{plain->kv_lanes == 1 ? kMaxKvLanes : 1, false});
   }
   if (plain.ok() && plain->num_cu > sms) settings.push_back(Setting{0, true});

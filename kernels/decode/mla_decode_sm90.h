@@ -110,7 +110,11 @@ static_assert(2 * kSm90ConsumerRegs + kSm90ProducerRegs <= 3 * kSm90EntryRegs,
 #else
 #define MLAPS_SM90_KERNEL MlaDecodeSm90Kernel
 #endif
-#if defined(MLAPS_SM90_PROGRESS)
+// Probe-only variants that time the kernel with parts of it removed (wrong results; the probe
+// binary only, kernels/decode/BUILD.bazel): MLAPS_SM90_PROBE_QUIET (no marks or timers),
+// ..._SKIP_CONVERT (landed chunks published unconverted), ..._SKIP_COPY (no Q or kv copies),
+// ..._SKIP_S / ..._SKIP_PV (those wgmmas not issued).
+#if defined(MLAPS_SM90_PROGRESS) && !defined(MLAPS_SM90_PROBE_QUIET)
 __device__ unsigned long long* g_sm90_progress = nullptr;
 #define MLAPS_SM90_MARK(tag, value)                                                       \
   do {                                                                                    \
@@ -133,6 +137,10 @@ __device__ unsigned long long* g_sm90_times = nullptr;
     }                                                                                      \
   } while (0)
 #else
+#if defined(MLAPS_SM90_PROGRESS)
+__device__ unsigned long long* g_sm90_progress = nullptr;
+__device__ unsigned long long* g_sm90_times = nullptr;
+#endif
 #define MLAPS_SM90_MARK(tag, value) \
   do {                              \
   } while (0)
@@ -260,6 +268,9 @@ __device__ __forceinline__ uint32_t ChunkUnit(int row, int unit) {
 template <bool kFp8>
 __device__ __forceinline__ void CopyChunks(const uint8_t* rows, const RowSources<kFp8>& src,
                                            int slot, int pos0, int pos1, int ctid, uint8_t* tile) {
+#if defined(MLAPS_SM90_PROBE_SKIP_COPY)
+  if (slot >= 0) return;  // (every call: Q too)
+#endif
   using M = ChunkMap<kFp8>;
   const int unit = ctid % M::kUnitsPerRow, row0 = ctid / M::kUnitsPerRow;
 #pragma unroll
@@ -282,6 +293,9 @@ __device__ __forceinline__ void CopyChunks(const uint8_t* rows, const RowSources
 // staging half (e4m3, with a barrier among the converters between reading and writing).
 template <bool kFp8>
 __device__ __forceinline__ void ConvertChunk(int c, int vtid, uint32_t tile, uint32_t& range) {
+#if defined(MLAPS_SM90_PROBE_SKIP_CONVERT)
+  return;
+#endif
   const uint32_t chunk = tile + c * SmemSm90::kChunk;
   if (kFp8) {
     // Units (row vtid / 4 + 16 k, raw unit vtid % 4) -> f16 units 2 u and 2 u + 1 of the row.
@@ -320,6 +334,21 @@ __device__ __forceinline__ void ConvertChunk(int c, int vtid, uint32_t tile, uin
 
 // ---- Tile math -------------------------------------------------------------------------------
 
+#if defined(MLAPS_SM90_PROBE_SKIP_S)
+#define MLAPS_SM90_S_MMA(...) \
+  do {                        \
+  } while (0)
+#else
+#define MLAPS_SM90_S_MMA(...) __VA_ARGS__
+#endif
+#if defined(MLAPS_SM90_PROBE_SKIP_PV)
+#define MLAPS_SM90_PV_MMA(...) \
+  do {                         \
+  } while (0)
+#else
+#define MLAPS_SM90_PV_MMA(...) __VA_ARGS__
+#endif
+
 // S += Q K^T over chunk c (4 k16 steps of 32 bytes inside the swizzled 128-byte rows; 8-row
 // groups 1024 bytes apart).
 __device__ __forceinline__ void IssueScoresChunk(uint32_t q, uint32_t kv, int c, float (&s)[32]) {
@@ -327,7 +356,7 @@ __device__ __forceinline__ void IssueScoresChunk(uint32_t q, uint32_t kv, int c,
   const uint64_t b0 = MatrixDesc(kv + c * SmemSm90::kChunk, 16, 1024, kSwizzle128B);
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
-    WgmmaM64N64K16F16(s, a0 + ((kk * 32) >> 4), b0 + ((kk * 32) >> 4), 1);
+    MLAPS_SM90_S_MMA(WgmmaM64N64K16F16(s, a0 + ((kk * 32) >> 4), b0 + ((kk * 32) >> 4), 1));
   }
 }
 
@@ -342,16 +371,9 @@ __device__ __forceinline__ void IssuePvSharedP(uint32_t kv, int half, float (&o)
   const uint64_t p0 = MatrixDesc(kv + 8 * SmemSm90::kChunk, 16, 1024, kSwizzle128B);
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
-    WgmmaM64N256K16F16TransB(o, p0 + ((kk * 32) >> 4), v0 + ((kk * 16 * 128) >> 4), 1);
+    MLAPS_SM90_PV_MMA(
+        WgmmaM64N256K16F16TransB(o, p0 + ((kk * 32) >> 4), v0 + ((kk * 16 * 128) >> 4), 1));
   }
-}
-
-// Accumulator layout (wgmma m64nN, fp32): thread t of a warpgroup holds rows
-// r0 = 16 (t / 32) + (t % 32) / 4 and r0 + 8; element 4 j + 2 h + e is row r0 + 8 h,
-// column 8 j + 2 (t % 4) + e.
-__device__ __forceinline__ void ScaleRows(float (&o)[128], float a0, float a1) {
-#pragma unroll
-  for (int e = 0; e < 128; ++e) o[e] *= (e & 2) ? a1 : a0;
 }
 
 // ---- The consumers ---------------------------------------------------------------------------
@@ -399,10 +421,10 @@ __device__ __forceinline__ void IssueScores(const Sm90Bars& bars, uint32_t base,
       const uint64_t a0 =
           MatrixDesc(base + SmemSm90::kQ + c * SmemSm90::kChunk, 16, 1024, kSwizzle128B);
       const uint64_t b0 = MatrixDesc(kv + c * SmemSm90::kChunk, 16, 1024, kSwizzle128B);
-      WgmmaM64N64K16F16(s, a0, b0, 0);
+      MLAPS_SM90_S_MMA(WgmmaM64N64K16F16(s, a0, b0, 0));
 #pragma unroll
       for (int kk = 1; kk < 4; ++kk) {
-        WgmmaM64N64K16F16(s, a0 + ((kk * 32) >> 4), b0 + ((kk * 32) >> 4), 1);
+        MLAPS_SM90_S_MMA(WgmmaM64N64K16F16(s, a0 + ((kk * 32) >> 4), b0 + ((kk * 32) >> 4), 1));
       }
     } else {
       IssueScoresChunk(base + SmemSm90::kQ, kv, c, s);
@@ -448,11 +470,20 @@ struct ConsumerSteps {
       lim[h] = d < 0 ? 0 : d > L::kTokens ? L::kTokens : d;
     }
     float mx[2] = {NegInf(), NegInf()};
+    // No mask when every row of the warp sees the whole block (all but an item's last blocks).
+    if (__ballot64(lim[0] < L::kTokens || lim[1] < L::kTokens) == 0) {
 #pragma unroll
-    for (int e = 0; e < 32; ++e) {
-      const int h = (e >> 1) & 1;
-      st.s[e] = 8 * (e >> 2) + 2 * quad + (e & 1) < lim[h] ? st.s[e] * scale_log2 : NegInf();
-      mx[h] = MaxF(mx[h], st.s[e]);
+      for (int e = 0; e < 32; ++e) {
+        st.s[e] *= scale_log2;
+        mx[(e >> 1) & 1] = MaxF(mx[(e >> 1) & 1], st.s[e]);
+      }
+    } else {
+#pragma unroll
+      for (int e = 0; e < 32; ++e) {
+        const int h = (e >> 1) & 1;
+        st.s[e] = 8 * (e >> 2) + 2 * quad + (e & 1) < lim[h] ? st.s[e] * scale_log2 : NegInf();
+        mx[h] = MaxF(mx[h], st.s[e]);
+      }
     }
     float m_use[2], alpha[2];
 #pragma unroll
@@ -487,7 +518,7 @@ struct ConsumerSteps {
     FenceProxyAsync();  // P is read by wgmma (ours and the other warpgroup's)
     MbarArrive(bars.Stats());
     MLAPS_SM90_TIMED(2, NamedBarrierSync(2 + kW, kSm90WgThreads));  // all of P written first
-    ScaleRows(st.o, alpha[0], alpha[1]);  // no P V in flight: Remote waited for its own
+    ScaleRowsIfMoved(st.o, alpha[0], alpha[1]);  // no P V in flight: Remote waited for its own
     PinAccumulators(st.o);
     WgmmaFence();
     IssuePvSharedP(base + L::kKv + kW * L::kTile, kW, st.o);
@@ -519,7 +550,7 @@ struct ConsumerSteps {
     // the order explicit).
 #pragma unroll
     for (int c = 4 * kW; c < 4 * kW + 4; ++c) MbarWait(bars.Full(n & 1, c), (n >> 1) & 1);
-    ScaleRows(st.o, alpha[0], alpha[1]);
+    ScaleRowsIfMoved(st.o, alpha[0], alpha[1]);
     PinAccumulators(st.o);
     WgmmaFence();
     IssuePvSharedP(base + L::kKv + (n & 1) * L::kTile, kW, st.o);

@@ -179,14 +179,6 @@ __device__ __forceinline__ void IssuePv(uint32_t p_hi, uint32_t p_lo, uint32_t k
   }
 }
 
-// Accumulator layout (wgmma m64nN, fp32): thread t of a warpgroup holds rows
-// r0 = 16 (t / 32) + (t % 32) / 4 and r0 + 8; element 4 j + 2 h + e is row r0 + 8 h,
-// column 8 j + 2 (t % 4) + e.
-__device__ __forceinline__ void ScaleRows(float (&o)[128], float a0, float a1) {
-#pragma unroll
-  for (int e = 0; e < 128; ++e) o[e] *= (e & 2) ? a1 : a0;
-}
-
 // ---- One work item ---------------------------------------------------------------------------
 
 // `seq` counts the kv blocks this block has consumed, across items: block n sits in ring
@@ -253,11 +245,20 @@ __device__ inline void RunItemSm90(const MlaDecodeParams& p, const Item& it, uin
         lim[h] = d < 0 ? 0 : d > L::kTokens ? L::kTokens : static_cast<int>(d);
       }
       float mx[2] = {NegInf(), NegInf()};
+      // No mask when every row of the warp sees the whole block (all but an item's last ones).
+      if (__ballot64(lim[0] < L::kTokens || lim[1] < L::kTokens) == 0) {
 #pragma unroll
-      for (int e = 0; e < 16; ++e) {
-        const int h = (e >> 1) & 1;
-        s[e] = 8 * (e >> 2) + 2 * quad + (e & 1) < lim[h] ? s[e] * scale_log2 : NegInf();
-        mx[h] = MaxF(mx[h], s[e]);
+        for (int e = 0; e < 16; ++e) {
+          s[e] *= scale_log2;
+          mx[(e >> 1) & 1] = MaxF(mx[(e >> 1) & 1], s[e]);
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < 16; ++e) {
+          const int h = (e >> 1) & 1;
+          s[e] = 8 * (e >> 2) + 2 * quad + (e & 1) < lim[h] ? s[e] * scale_log2 : NegInf();
+          mx[h] = MaxF(mx[h], s[e]);
+        }
       }
       float m_use[2], alpha[2];
 #pragma unroll
@@ -268,7 +269,7 @@ __device__ inline void RunItemSm90(const MlaDecodeParams& p, const Item& it, uin
         m[h] = m_new;
         l[h] *= alpha[h];
       }
-      ScaleRows(o, alpha[0], alpha[1]);
+      ScaleRowsIfMoved(o, alpha[0], alpha[1]);
 
       // Publish P (hi into the slot's rope chunk, dead once S is done; lo into buffer n % 2,
       // free once warpgroup 1's P V of block n-2 is) and the rescale factors. Every phase of
@@ -331,7 +332,7 @@ __device__ inline void RunItemSm90(const MlaDecodeParams& p, const Item& it, uin
       WgmmaWait<0>();  // this warpgroup's P V_{i-1}
       PinAccumulators(o);
       if (i >= 1) MbarArrive(pv1_done(n - 1));
-      ScaleRows(o, alpha_s[(n & 1) * L::kRows + r0], alpha_s[(n & 1) * L::kRows + r0 + 8]);
+      ScaleRowsIfMoved(o, alpha_s[(n & 1) * L::kRows + r0], alpha_s[(n & 1) * L::kRows + r0 + 8]);
       PinAccumulators(o);
       WgmmaFence();
       IssuePv(base + slot_of(n) + 8 * L::kKvChunk, base + L::kPLo + (n & 1) * L::kPBytes,

@@ -30,6 +30,21 @@ __device__ __forceinline__ uint64_t MatrixDesc(uint32_t addr, uint32_t lbo, uint
          (static_cast<uint64_t>(sbo >> 4) << 32) | (static_cast<uint64_t>(swizzle) << 62);
 }
 
+// Accumulator layout (wgmma m64nN, fp32): thread t of a warpgroup holds rows
+// r0 = 16 (t / 32) + (t % 32) / 4 and r0 + 8; element 4 j + 2 h + e is row r0 + 8 h,
+// column 8 j + 2 (t % 4) + e. ScaleRows multiplies row r0 by a0 and r0 + 8 by a1 in a
+// 64 x 256 accumulator (half of O).
+__device__ __forceinline__ void ScaleRows(float (&o)[128], float a0, float a1) {
+#pragma unroll
+  for (int e = 0; e < 128; ++e) o[e] *= (e & 2) ? a1 : a0;
+}
+
+// ScaleRows unless no row of the warp moved its max (every factor exactly 1: the usual case
+// once the running max settled), which saves the warp 128 multiplies; exact either way.
+__device__ __forceinline__ void ScaleRowsIfMoved(float (&o)[128], float a0, float a1) {
+  if (__ballot64(a0 != 1.0f || a1 != 1.0f) != 0) ScaleRows(o, a0, a1);
+}
+
 }  // namespace mla
 }  // namespace mlaps
 

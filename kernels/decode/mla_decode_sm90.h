@@ -113,9 +113,14 @@ static_assert(2 * kSm90ConsumerRegs + kSm90ProducerRegs <= 3 * kSm90EntryRegs,
 // Probe-only variants that time the kernel with parts of it removed (wrong results; the probe
 // binary only, kernels/decode/BUILD.bazel): MLAPS_SM90_PROBE_QUIET (no marks or timers),
 // ..._SKIP_CONVERT (landed chunks published unconverted), ..._SKIP_COPY (no Q or kv copies),
-// ..._SKIP_S / ..._SKIP_PV (those wgmmas not issued).
-#if defined(MLAPS_SM90_PROGRESS) && !defined(MLAPS_SM90_PROBE_QUIET)
+// ..._SKIP_S / ..._SKIP_PV (those wgmmas not issued); MLAPS_SM90_PROBE_NO_MARKS keeps the wait
+// timers only.
+#if defined(MLAPS_SM90_PROGRESS)
 __device__ unsigned long long* g_sm90_progress = nullptr;
+__device__ unsigned long long* g_sm90_times = nullptr;
+#endif
+#if defined(MLAPS_SM90_PROGRESS) && !defined(MLAPS_SM90_PROBE_QUIET) && \
+    !defined(MLAPS_SM90_PROBE_NO_MARKS)
 #define MLAPS_SM90_MARK(tag, value)                                                       \
   do {                                                                                    \
     if ((threadIdx.x & 31) == 0 && g_sm90_progress != nullptr) {                          \
@@ -125,28 +130,49 @@ __device__ unsigned long long* g_sm90_progress = nullptr;
           (static_cast<unsigned long long>(value) & 0xffffffffffffull);                   \
     }                                                                                     \
   } while (0)
-// Probe builds also time waits: MLAPS_SM90_TIMED(slot, statement) adds the statement's
-// clock64() cycles to g_sm90_times[block][warp][slot] (lane 0's view).
-__device__ unsigned long long* g_sm90_times = nullptr;
-#define MLAPS_SM90_TIMED(slot, ...)                                                        \
-  do {                                                                                     \
-    const long long t0_ = clock64();                                                       \
-    __VA_ARGS__;                                                                           \
-    if ((threadIdx.x & 31) == 0 && g_sm90_times != nullptr) {                              \
-      g_sm90_times[(blockIdx.x * 12 + threadIdx.x / 32) * 16 + (slot)] += clock64() - t0_; \
-    }                                                                                      \
-  } while (0)
 #else
-#if defined(MLAPS_SM90_PROGRESS)
-__device__ unsigned long long* g_sm90_progress = nullptr;
-__device__ unsigned long long* g_sm90_times = nullptr;
-#endif
 #define MLAPS_SM90_MARK(tag, value) \
   do {                              \
   } while (0)
+#endif
+#if defined(MLAPS_SM90_PROGRESS) && !defined(MLAPS_SM90_PROBE_QUIET)
+// Probe builds also time waits: MLAPS_SM90_TIMED(slot, statement) adds the statement's
+// clock64() cycles (lane 0's view) to its warp's counter in shared memory, and each warp adds
+// its counters to g_sm90_times[block][warp][slot] once at the end (a global read-modify-write
+// per wait made the probe kernel ~2x slower than the real one).
+__shared__ unsigned int g_sm90_wait_cycles[12 * 16];
+#define MLAPS_SM90_TIMED(slot, ...)                         \
+  do {                                                      \
+    const long long t0_ = clock64();                        \
+    __VA_ARGS__;                                            \
+    if ((threadIdx.x & 31) == 0) {                          \
+      g_sm90_wait_cycles[threadIdx.x / 32 * 16 + (slot)] += \
+          static_cast<unsigned int>(clock64() - t0_);       \
+    }                                                       \
+  } while (0)
+#define MLAPS_SM90_TIMES_BEGIN()                                    \
+  do {                                                              \
+    if (threadIdx.x < 12 * 16) g_sm90_wait_cycles[threadIdx.x] = 0; \
+  } while (0)
+#define MLAPS_SM90_TIMES_END()                                             \
+  do {                                                                     \
+    if ((threadIdx.x & 31) == 0 && g_sm90_times != nullptr) {              \
+      for (int slot_ = 0; slot_ < 16; ++slot_) {                           \
+        g_sm90_times[(blockIdx.x * 12 + threadIdx.x / 32) * 16 + slot_] += \
+            g_sm90_wait_cycles[threadIdx.x / 32 * 16 + slot_];             \
+      }                                                                    \
+    }                                                                      \
+  } while (0)
+#else
 #define MLAPS_SM90_TIMED(slot, ...) \
   do {                              \
     __VA_ARGS__;                    \
+  } while (0)
+#define MLAPS_SM90_TIMES_BEGIN() \
+  do {                           \
+  } while (0)
+#define MLAPS_SM90_TIMES_END() \
+  do {                         \
   } while (0)
 #endif
 
@@ -771,6 +797,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) MLAPS_SM90_KERNEL(const MlaDe
                                                       : kSm90WgThreads);
     }
   }
+  MLAPS_SM90_TIMES_BEGIN();
   __syncthreads();
   uint32_t seq = 0, item = 0;
   const int wg = WarpUniform(static_cast<int>(threadIdx.x) / kSm90WgThreads);
@@ -784,6 +811,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) MLAPS_SM90_KERNEL(const MlaDe
       ++item;
     });
     MLAPS_SM90_MARK(9, item);
+    MLAPS_SM90_TIMES_END();
   } else {
 #if !defined(MLAPS_SM90_NO_SETMAXNREG)
     SetMaxRegsInc<kSm90ConsumerRegs>();
@@ -798,6 +826,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) MLAPS_SM90_KERNEL(const MlaDe
           },
           2 * kSm90WgThreads);
       MLAPS_SM90_MARK(9, item);
+      MLAPS_SM90_TIMES_END();
     } else {
       WalkItems(
           p, SmemSm90::kRows,
@@ -807,6 +836,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) MLAPS_SM90_KERNEL(const MlaDe
           },
           2 * kSm90WgThreads);
       MLAPS_SM90_MARK(9, item);
+      MLAPS_SM90_TIMES_END();
     }
   }
 #endif

@@ -48,9 +48,9 @@ const char* const kTimedNames[16] = {"S: chunk full",
                                      "convert: Q landed",
                                      "convert: chunk landed",
                                      "convert: chunk work",
-                                     "-",
-                                     "-",
-                                     "-"};
+                                     "own: softmax (work)",
+                                     "own: P fence",
+                                     "convert: fence"};
 
 const char* TagName(unsigned tag) {
   switch (tag) {
@@ -171,7 +171,7 @@ int Probe(const Shape& c, int sms, hipStream_t stream) {
       std::printf(
           "  kernel %.1f us; wait cycles a block (mean over blocks), warps 0 / 4 / 8 / 10:\n",
           ms * 1e3);
-      for (int slot = 0; slot < 13; ++slot) {
+      for (int slot = 0; slot < 16; ++slot) {
         double sum[4] = {0, 0, 0, 0};
         const int warps[4] = {0, 4, 8, 10};
         for (int blk = 0; blk < plan->num_cu; ++blk) {

@@ -150,6 +150,15 @@ __shared__ unsigned int g_sm90_wait_cycles[12 * 16];
           static_cast<unsigned int>(clock64() - t0_);       \
     }                                                       \
   } while (0)
+// A section timed the same way: MLAPS_SM90_TIC(t); ... MLAPS_SM90_TOC(slot, t);
+#define MLAPS_SM90_TIC(t) const long long t = clock64()
+#define MLAPS_SM90_TOC(slot, t)                             \
+  do {                                                      \
+    if ((threadIdx.x & 31) == 0) {                          \
+      g_sm90_wait_cycles[threadIdx.x / 32 * 16 + (slot)] += \
+          static_cast<unsigned int>(clock64() - t);         \
+    }                                                       \
+  } while (0)
 #define MLAPS_SM90_TIMES_BEGIN()                                    \
   do {                                                              \
     if (threadIdx.x < 12 * 16) g_sm90_wait_cycles[threadIdx.x] = 0; \
@@ -167,6 +176,12 @@ __shared__ unsigned int g_sm90_wait_cycles[12 * 16];
 #define MLAPS_SM90_TIMED(slot, ...) \
   do {                              \
     __VA_ARGS__;                    \
+  } while (0)
+#define MLAPS_SM90_TIC(t) \
+  do {                    \
+  } while (0)
+#define MLAPS_SM90_TOC(slot, t) \
+  do {                          \
   } while (0)
 #define MLAPS_SM90_TIMES_BEGIN() \
   do {                           \
@@ -489,6 +504,7 @@ struct ConsumerSteps {
     PinAccumulators(st.s);
     PinAccumulators(st.o);
     if (i + 2 >= nblk) MbarArrive(bars.QEmpty());  // the item's last S of this warpgroup
+    MLAPS_SM90_TIC(t_softmax);
     int lim[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -541,7 +557,8 @@ struct ConsumerSteps {
         StoreSharedF32(base + L::kRowAlpha + 4 * (r0 + 8 * h), alpha[h]);
       }
     }
-    FenceProxyAsync();  // P is read by wgmma (ours and the other warpgroup's)
+    MLAPS_SM90_TOC(13, t_softmax);
+    MLAPS_SM90_TIMED(14, FenceProxyAsync());  // P is read by wgmma (ours and the other's)
     MbarArrive(bars.Stats());
     MLAPS_SM90_TIMED(2, NamedBarrierSync(2 + kW, kSm90WgThreads));  // all of P written first
     ScaleRowsIfMoved(st.o, alpha[0], alpha[1]);  // no P V in flight: Remote waited for its own
@@ -751,7 +768,7 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
       const int c = ChunkAt(slot, pos);
       MLAPS_SM90_TIMED(11, MbarWait(bars.Landed(slot, c), (n >> 1) & 1));
       MLAPS_SM90_TIMED(12, ConvertChunk<kFp8>(c, vtid, base + L::kKv + slot * L::kTile, range));
-      FenceProxyAsync();  // the consumers' wgmma reads the chunk
+      MLAPS_SM90_TIMED(15, FenceProxyAsync());  // the consumers' wgmma reads the chunk
       MbarArrive(bars.Full(slot, c));
     }
   }

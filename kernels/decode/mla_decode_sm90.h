@@ -220,6 +220,11 @@ __device__ __forceinline__ int ChunkAt(int slot, int p) {
 //   e4m3: the raw rows (64 bytes a chunk row) go to the second half of the chunk, unswizzled;
 //     a converter reads its units, the converters meet at a named barrier (the f16 output of
 //     rows 32-63 covers the raw rows), then write the f16 units.
+#if defined(MLAPS_SM90_PROBE_PREFETCH_AHEAD)  // probe variants only
+constexpr int kSm90PrefetchAhead = MLAPS_SM90_PROBE_PREFETCH_AHEAD;
+#else
+constexpr int kSm90PrefetchAhead = 2;  // kv blocks between a block's L2 fill and its copies
+#endif
 constexpr int kSm90CopyThreads = 64;
 constexpr int kSm90ConvertThreads = 64;
 
@@ -727,7 +732,8 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
     MLAPS_SM90_MARK(5, n);
     const RowSources<kFp8> src = KvRows<kFp8>(p, it, t, ctid, cu);
     uint8_t* tile = smem + L::kKv + slot * L::kTile;
-    if (t + 2 < nblk) PrefetchKvBlock<kFp8>(p, it, t + 2, ctid);  // the L2 fill, 2 blocks ahead
+    // The L2 fill, kSm90PrefetchAhead blocks ahead.
+    if (t + kSm90PrefetchAhead < nblk) PrefetchKvBlock<kFp8>(p, it, t + kSm90PrefetchAhead, ctid);
       // Positions 0-3 once their consumer freed them, then 4-8 (chunk 8 needs both); a chunk's
       // arrival (.noinc: once all of this thread's earlier copies landed) follows its copies, so
       // the converters start on chunk 0 while the later ones are in flight.

@@ -503,8 +503,7 @@ struct ConsumerSteps {
   // P V(i).
   __device__ __forceinline__ void Own(ConsumerState& st, int i) const {
     using L = SmemSm90;
-    const uint32_t n = seq + i;
-    MLAPS_SM90_MARK(1, n);
+    MLAPS_SM90_MARK(1, seq + i);
     MLAPS_SM90_TIMED(1, WgmmaWait<0>());  // S(i)
     PinAccumulators(st.s);
     PinAccumulators(st.o);

@@ -295,10 +295,6 @@ float HalfFloat(uint16_t h) {
   return BitsFloat(FloatBits(mag) | sign);
 }
 
-float ElementFloat(uint16_t bits, WgmmaType type) {
-  return type == WgmmaType::kF16 ? HalfFloat(bits) : Bf16Float(bits);
-}
-
 float E4m3fnFloat(uint32_t byte) {
   const uint32_t e = (byte >> 3) & 0xfu, m = byte & 7u;
   if ((byte & 0x7fu) == 0x7fu) return BitsFloat(0x7fc00000u);
@@ -306,6 +302,14 @@ float E4m3fnFloat(uint32_t byte) {
       e == 0 ? static_cast<float>(m) * 0.001953125f : BitsFloat(((e + 120u) << 23) | (m << 20));
   return (byte & 0x80u) ? -mag : mag;
 }
+
+float ElementFloat(uint16_t bits, WgmmaType type) {
+  return type == WgmmaType::kF16    ? HalfFloat(bits)
+         : type == WgmmaType::kE4m3 ? E4m3fnFloat(bits)
+                                    : Bf16Float(bits);
+}
+int ElementBytes(WgmmaType type) { return type == WgmmaType::kE4m3 ? 1 : 2; }
+int WgmmaK(WgmmaType type) { return 32 / ElementBytes(type); }
 
 void LandCopy(const Copy& c) {
   if (c.valid) {
@@ -416,6 +420,8 @@ void WarpgroupCollective(const WgArgs& args, const char* what, Last&& last) {
 // (Swizzle<3,4,3> for 128B). At issue (`at_issue`), a poisoned element aborts.
 std::vector<float> ReadOperand(uint64_t desc, bool mn_major, int rows, const char* name,
                                bool at_issue, WgmmaType type) {
+  // A k step is 32 bytes of a row: 16 bf16 / f16 or 32 e4m3 (which wgmma reads K-major only).
+  const int elem = ElementBytes(type), kk = WgmmaK(type), per_unit = 16 / elem;
   const uint32_t start = static_cast<uint32_t>(desc & 0x3fffu) << 4;
   const uint32_t lbo = static_cast<uint32_t>((desc >> 16) & 0x3fffu) << 4;
   const uint32_t sbo = static_cast<uint32_t>((desc >> 32) & 0x3fffu) << 4;
@@ -446,13 +452,16 @@ std::vector<float> ReadOperand(uint64_t desc, bool mn_major, int rows, const cha
       }
     }
   }
-  std::vector<float> out(static_cast<size_t>(rows) * 16);
+  if (mn_major && elem != 2)
+    DieAt("an e4m3 operand read MN-major (wgmma takes fp8 K-major) in " + where);
+  std::vector<float> out(static_cast<size_t>(rows) * kk);
   for (int r = 0; r < rows; ++r) {
-    for (int k = 0; k < 16; ++k) {
+    for (int k = 0; k < kk; ++k) {
       uint32_t off;
       if (!mn_major) {
-        off = log2w == 0 ? 16u * (r % 8) + sbo * (r / 8) + 2u * (k % 8) + lbo * (k / 8)
-                         : 16u * w * (r % 8) + sbo * (r / 8) + 2u * (k % 8) + 16u * (k / 8);
+        const uint32_t in_unit = elem * (k % per_unit), unit = k / per_unit;
+        off = log2w == 0 ? 16u * (r % 8) + sbo * (r / 8) + in_unit + lbo * unit
+                         : 16u * w * (r % 8) + sbo * (r / 8) + in_unit + 16u * unit;
       } else {
         off = log2w == 0 ? 2u * (r % 8) + sbo * (r / 8) + 16u * (k % 8) + lbo * (k / 8)
                          : 2u * (r % 8) + 16u * ((r / 8) % w) + lbo * (r / (8 * w)) +
@@ -460,16 +469,16 @@ std::vector<float> ReadOperand(uint64_t desc, bool mn_major, int rows, const cha
       }
       uint32_t addr = start + off;
       addr ^= ((addr >> 7) & (w - 1u)) << 4;
-      uint16_t v;
-      std::memcpy(&v, SmemAt(addr, 2, "wgmma operand"), 2);
-      if (at_issue && v == kPoisonBf16) {
+      uint16_t v = 0;
+      std::memcpy(&v, SmemAt(addr, elem, "wgmma operand"), elem);
+      if (at_issue && v == (elem == 2 ? kPoisonBf16 : 0xffu)) {
         DieAt(
             "wgmma reads poisoned shared memory (never written, or cp.async copies not "
             "landed) at shared address " +
             Hex(addr) + ", element (" + std::to_string(r) + ", k " + std::to_string(k) + ") of " +
             where);
       }
-      out[static_cast<size_t>(r) * 16 + k] = ElementFloat(v, type);
+      out[static_cast<size_t>(r) * kk + k] = ElementFloat(v, type);
     }
   }
   return out;
@@ -511,6 +520,9 @@ void IssueWgmma(int wg) {
   op.desc_b = args.desc_b;
   op.type = args.type;
   op.a_from_regs = args.a_regs != nullptr;
+  if (op.a_from_regs && args.type == WgmmaType::kE4m3) {
+    DieAt("register-A e4m3 wgmma (not emulated)");
+  }
   if (op.a_from_regs) {
     op.a = RegisterOperandA(wg, args.type, &op);
   } else {
@@ -570,17 +582,18 @@ void RetireWgmmas(int wg, size_t count) {
         DieAt(std::string("shared memory under an in-flight wgmma was rewritten before the wait "
                           "that retires it: operand ") +
               (which == 0 ? "A" : "B") + " (descriptor " + Hex(which == 0 ? op.desc_a : op.desc_b) +
-              "), element (" + std::to_string(e / 16) + ", k " + std::to_string(e % 16) +
-              ") of warpgroup " + std::to_string(wg) + " in block " +
-              std::to_string(Self().state.block_idx.x));
+              "), element (" + std::to_string(e / WgmmaK(op.type)) + ", k " +
+              std::to_string(e % WgmmaK(op.type)) + ") of warpgroup " + std::to_string(wg) +
+              " in block " + std::to_string(Self().state.block_idx.x));
       }
     }
-    // D = A B: exact bf16 products summed in fp32 (as Mma16816).
+    // D = A B: exact products summed in fp32 (as Mma16816).
+    const int kk = WgmmaK(op.type);
     std::vector<float> prod(static_cast<size_t>(64) * n);
     for (int m = 0; m < 64; ++m) {
       for (int c = 0; c < n; ++c) {
         float sum = 0.0f;
-        for (int k = 0; k < 16; ++k) sum += op.a[m * 16 + k] * op.b[c * 16 + k];
+        for (int k = 0; k < kk; ++k) sum += op.a[m * kk + k] * op.b[c * kk + k];
         prod[static_cast<size_t>(m) * n + c] = sum;
       }
     }

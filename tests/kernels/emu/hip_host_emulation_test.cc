@@ -1,8 +1,9 @@
 // The emulated Hopper primitives (hip_host_emulation.h) on small hand-made cases: wgmma
 // fragments against a plain matrix product for the operand layouts the sm90 kernel uses
-// (K-major 128B-swizzled A and B, K-major unswizzled A, MN-major 128B-swizzled B), written
-// here with the kernel's own style of addressing (16-byte unit XOR row); mbarrier phases and
-// the deadlock report; the aborts for poisoned operands and accumulators touched in flight.
+// (K-major 128B-swizzled A and B, K-major unswizzled A, MN-major 128B-swizzled B; e4m3 A and
+// B K-major 128B-swizzled), written here with the kernel's own style of addressing (16-byte
+// unit XOR row); mbarrier phases and the deadlock report; the aborts for poisoned operands,
+// e4m3 read MN-major and accumulators touched in flight.
 #include <cstring>
 #include <string>
 #include <vector>
@@ -121,6 +122,60 @@ TEST(HipHostEmulationTest, WgmmaKMajorPlainTimesMnMajorSwizzled128) {
   }
 }
 
+// e4m3fn byte of a small integer (|x| <= 7 is exact: 1.mmm x 2^e).
+uint8_t E4m3(float x) {
+  if (x == 0.0f) return 0;
+  const uint8_t sign = x < 0 ? 0x80 : 0;
+  float m = x < 0 ? -x : x;
+  int e = 0;
+  while (m >= 2.0f) m *= 0.5f, ++e;
+  return static_cast<uint8_t>(sign | ((e + 7) << 3) | static_cast<int>((m - 1.0f) * 8.0f));
+}
+
+// e4m3 A (64 x 32) and B (64 x 32, i.e. 32 x n K-major) in 128B-swizzled tiles of 128 e4m3 a
+// row at 0 and 8192, the k32 slice at byte 32 of the rows (the second k step of a 128-value
+// chunk): the byte geometry of a bf16 k16 step, each 16-byte unit 16 values.
+TEST(HipHostEmulationTest, WgmmaE4m3KMajorSwizzled128) {
+  auto a_val = [](int m, int k) { return static_cast<float>((m * 3 + k * 5) % 7 - 3); };
+  auto b_val = [](int n, int k) { return static_cast<float>((n * 2 + k * 7) % 5 - 2); };
+  std::vector<float> got(128 * 32);
+  const std::string error = Launch(dim3(1), dim3(128), 16384, [&] {
+    const int t = threadIdx.x;
+    if (t == 0) {
+      for (int r = 0; r < 64; ++r) {
+        for (int u = 0; u < 8; ++u) {  // 16-byte units of the row's 128 values
+          for (int x = 0; x < 16; ++x) {
+            const uint32_t off = r * 128 + ((u ^ (r & 7)) << 4) + x;
+            const int k = 16 * u + x - 32;  // the slice k = 0..31 is values 32..63
+            const bool in = k >= 0 && k < 32;
+            mlaps_emu::DynamicSmem()[off] = E4m3(in ? a_val(r, k) : 5.0f);
+            mlaps_emu::DynamicSmem()[8192 + off] = E4m3(in ? b_val(r, k) : 6.0f);
+          }
+        }
+      }
+    }
+    __syncthreads();
+    float d[32];
+    for (float& x : d) x = 0.0f;
+    mlaps_emu::WgmmaFence();
+    const uint64_t a = Desc(32, 16, 1024, kSw128), b = Desc(8192 + 32, 16, 1024, kSw128);
+    mlaps_emu::Wgmma(d, 64, a, b, false, false, mlaps_emu::WgmmaType::kE4m3);
+    mlaps_emu::WgmmaCommit();
+    mlaps_emu::WgmmaWait(0);
+    for (int e = 0; e < 32; ++e) got[t * 32 + e] = d[e];
+  });
+  ASSERT_EQ(error, "");
+  for (int t = 0; t < 128; ++t) {
+    for (int e = 0; e < 32; ++e) {
+      const int j = e / 4, h = (e / 2) % 2, x = e % 2;
+      const int row = 16 * (t / 32) + (t % 32) / 4 + 8 * h, col = 8 * j + 2 * (t % 4) + x;
+      float want = 0.0f;
+      for (int k = 0; k < 32; ++k) want += a_val(row, k) * b_val(col, k);
+      ASSERT_EQ(got[t * 32 + e], want) << t << " " << e;
+    }
+  }
+}
+
 // Phase parity: a wait for parity 1 passes on a fresh barrier (the preceding phase), a wait
 // for parity 0 needs `count` arrivals; waiting for a phase that never completes is reported.
 TEST(HipHostEmulationTest, MbarrierPhasesAndDeadlockReport) {
@@ -177,6 +232,20 @@ TEST(HipHostEmulationDeathTest, WgmmaOnPoisonedSharedMemoryAborts) {
                                          Desc(8192, 16, 1024, kSw128), false, false);
                       }),
                "wgmma reads poisoned shared memory");
+}
+
+// fp8 wgmma has no MN-major operands: the emulation refuses one.
+TEST(HipHostEmulationDeathTest, WgmmaE4m3MnMajorAborts) {
+  EXPECT_DEATH(Launch(dim3(1), dim3(128), 16384,
+                      [] {
+                        std::memset(mlaps_emu::DynamicSmem(), 0, 16384);
+                        float d[32] = {};
+                        mlaps_emu::WgmmaFence();
+                        mlaps_emu::Wgmma(d, 64, Desc(0, 16, 1024, kSw128),
+                                         Desc(8192, 2048, 1024, kSw128), true, false,
+                                         mlaps_emu::WgmmaType::kE4m3);
+                      }),
+               "e4m3 operand read MN-major");
 }
 
 TEST(HipHostEmulationDeathTest, SwizzleAtomOffTheGridAborts) {

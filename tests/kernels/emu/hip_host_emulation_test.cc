@@ -248,6 +248,20 @@ TEST(HipHostEmulationDeathTest, WgmmaE4m3MnMajorAborts) {
                "e4m3 operand read MN-major");
 }
 
+// The emulation has no register-A e4m3 fragment layout: it refuses the instruction.
+TEST(HipHostEmulationDeathTest, WgmmaE4m3RegisterAAborts) {
+  EXPECT_DEATH(Launch(dim3(1), dim3(128), 16384,
+                      [] {
+                        std::memset(mlaps_emu::DynamicSmem(), 0, 16384);
+                        float d[32] = {};
+                        const uint32_t a[4] = {0, 0, 0, 0};
+                        mlaps_emu::WgmmaFence();
+                        mlaps_emu::WgmmaRegA(d, 64, a, Desc(8192, 16, 1024, kSw128), false, false,
+                                             mlaps_emu::WgmmaType::kE4m3);
+                      }),
+               "register-A e4m3 wgmma");
+}
+
 TEST(HipHostEmulationDeathTest, SwizzleAtomOffTheGridAborts) {
   EXPECT_DEATH(Launch(dim3(1), dim3(128), 16384,
                       [] {

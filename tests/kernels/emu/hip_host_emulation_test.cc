@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/kernels/emu/e4m3_wgmma_case.h"
 
 // Last: the emulation defines the device dialect.
 #include "tests/kernels/emu/hip_host_emulation.h"
@@ -122,43 +123,21 @@ TEST(HipHostEmulationTest, WgmmaKMajorPlainTimesMnMajorSwizzled128) {
   }
 }
 
-// e4m3fn byte of a small integer (|x| <= 7 is exact: 1.mmm x 2^e).
-uint8_t E4m3(float x) {
-  if (x == 0.0f) return 0;
-  const uint8_t sign = x < 0 ? 0x80 : 0;
-  float m = x < 0 ? -x : x;
-  int e = 0;
-  while (m >= 2.0f) m *= 0.5f, ++e;
-  return static_cast<uint8_t>(sign | ((e + 7) << 3) | static_cast<int>((m - 1.0f) * 8.0f));
-}
-
-// e4m3 A (64 x 32) and B (64 x 32, i.e. 32 x n K-major) in 128B-swizzled tiles of 128 e4m3 a
-// row at 0 and 8192, the k32 slice at byte 32 of the rows (the second k step of a 128-value
-// chunk): the byte geometry of a bf16 k16 step, each 16-byte unit 16 values.
+// The shared e4m3 case (e4m3_wgmma_case.h; the GPU test runs the same bytes): A and B
+// K-major in 128B-swizzled tiles of 128 e4m3 a row, the k32 slice at byte 32 (the second k
+// step of a 128-value chunk): the byte geometry of a bf16 k16 step, 16 values a unit.
 TEST(HipHostEmulationTest, WgmmaE4m3KMajorSwizzled128) {
-  auto a_val = [](int m, int k) { return static_cast<float>((m * 3 + k * 5) % 7 - 3); };
-  auto b_val = [](int n, int k) { return static_cast<float>((n * 2 + k * 7) % 5 - 2); };
   std::vector<float> got(128 * 32);
   const std::string error = Launch(dim3(1), dim3(128), 16384, [&] {
     const int t = threadIdx.x;
-    if (t == 0) {
-      for (int r = 0; r < 64; ++r) {
-        for (int u = 0; u < 8; ++u) {  // 16-byte units of the row's 128 values
-          for (int x = 0; x < 16; ++x) {
-            const uint32_t off = r * 128 + ((u ^ (r & 7)) << 4) + x;
-            const int k = 16 * u + x - 32;  // the slice k = 0..31 is values 32..63
-            const bool in = k >= 0 && k < 32;
-            mlaps_emu::DynamicSmem()[off] = E4m3(in ? a_val(r, k) : 5.0f);
-            mlaps_emu::DynamicSmem()[8192 + off] = E4m3(in ? b_val(r, k) : 6.0f);
-          }
-        }
-      }
-    }
+    if (t == 0) mlaps_test::FillE4m3Case(mlaps_emu::DynamicSmem());
     __syncthreads();
     float d[32];
     for (float& x : d) x = 0.0f;
     mlaps_emu::WgmmaFence();
-    const uint64_t a = Desc(32, 16, 1024, kSw128), b = Desc(8192 + 32, 16, 1024, kSw128);
+    const uint32_t slice = mlaps_test::kE4m3SliceByte;
+    const uint64_t a = Desc(slice, 16, 1024, kSw128);
+    const uint64_t b = Desc(mlaps_test::kE4m3TileBytes + slice, 16, 1024, kSw128);
     mlaps_emu::Wgmma(d, 64, a, b, false, false, mlaps_emu::WgmmaType::kE4m3);
     mlaps_emu::WgmmaCommit();
     mlaps_emu::WgmmaWait(0);
@@ -167,11 +146,7 @@ TEST(HipHostEmulationTest, WgmmaE4m3KMajorSwizzled128) {
   ASSERT_EQ(error, "");
   for (int t = 0; t < 128; ++t) {
     for (int e = 0; e < 32; ++e) {
-      const int j = e / 4, h = (e / 2) % 2, x = e % 2;
-      const int row = 16 * (t / 32) + (t % 32) / 4 + 8 * h, col = 8 * j + 2 * (t % 4) + x;
-      float want = 0.0f;
-      for (int k = 0; k < 32; ++k) want += a_val(row, k) * b_val(col, k);
-      ASSERT_EQ(got[t * 32 + e], want) << t << " " << e;
+      ASSERT_EQ(got[t * 32 + e], mlaps_test::E4m3CaseExpected(t, e)) << t << " " << e;
     }
   }
 }

@@ -34,7 +34,7 @@ __global__ void SetProgress(unsigned long long* p, unsigned long long* times) {
 #endif
 }
 
-// What MLAPS_SM90_TIMED's slots time (mla_decode_sm90.h).
+// What MLAPS_SM90_TIMED's slots time (mla_decode_sm90.h; the macro: mla_decode_sm90_probe.h).
 const char* const kTimedNames[16] = {"S: chunk full",
                                      "own: S done",
                                      "own: P barrier",

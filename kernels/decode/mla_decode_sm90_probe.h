@@ -1,0 +1,124 @@
+// The probe hooks of the sm90 f16-tile kernel (mla_decode_sm90.h): progress marks, wait
+// timers and the macros that build its timing variants. Every hook compiles to nothing unless
+// the probe binary (kernels/decode/mla_decode_probe.hip, BUILD variants) defines
+// MLAPS_SM90_PROGRESS; the shipped kernel never sees them.
+#ifndef MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_PROBE_H_
+#define MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_PROBE_H_
+
+// Macros and probe-only device variables; included by mla_decode_sm90.h after the device
+// dialect (the emulation header or kernels/platform/hip_runtime.h).
+
+namespace mlaps {
+namespace mla {
+
+// Progress marks for a hang probe (kernels/decode/mla_decode_probe.hip builds the kernel with
+// MLAPS_SM90_PROGRESS, under the name MlaDecodeSm90ProbeKernel): lane 0 of every warp stores
+// (tag << 48 | value) for its warp into g_sm90_progress[block][warp] (mapped host memory the
+// host reads while the kernel runs).
+// Tags: 1 own step n, 2 remote step n, 3 S of n waits chunk position pos (value n * 16 + pos),
+// 4 epilogue of item, 5 producer at tile n, 6 producer waits an empty slot (n * 16 + pos),
+// 7 producer waits Q empty (item), 8 past setmaxnreg, 9 done, 10 / 11 a consumer before / after
+// its Q wait (item). Compiled out otherwise. (MLAPS_SM90_NO_SETMAXNREG: a probe variant that
+// keeps the launch's register split.)
+#if defined(MLAPS_SM90_PROGRESS)
+#define MLAPS_SM90_KERNEL MlaDecodeSm90ProbeKernel
+#else
+#define MLAPS_SM90_KERNEL MlaDecodeSm90Kernel
+#endif
+// Probe-only variants that time the kernel with parts of it removed (wrong results; the probe
+// binary only, kernels/decode/BUILD.bazel): MLAPS_SM90_PROBE_QUIET (no marks or timers),
+// ..._SKIP_CONVERT (landed chunks published unconverted), ..._SKIP_COPY (no Q or kv copies),
+// ..._SKIP_S / ..._SKIP_PV (those wgmmas not issued); MLAPS_SM90_PROBE_NO_MARKS keeps the wait
+// timers only.
+#if defined(MLAPS_SM90_PROGRESS)
+__device__ unsigned long long* g_sm90_progress = nullptr;
+__device__ unsigned long long* g_sm90_times = nullptr;
+#endif
+#if defined(MLAPS_SM90_PROGRESS) && !defined(MLAPS_SM90_PROBE_QUIET) && \
+    !defined(MLAPS_SM90_PROBE_NO_MARKS)
+#define MLAPS_SM90_MARK(tag, value)                                                       \
+  do {                                                                                    \
+    if ((threadIdx.x & 31) == 0 && g_sm90_progress != nullptr) {                          \
+      *reinterpret_cast<volatile unsigned long long*>(g_sm90_progress + blockIdx.x * 12 + \
+                                                      threadIdx.x / 32) =                 \
+          (static_cast<unsigned long long>(tag) << 48) |                                  \
+          (static_cast<unsigned long long>(value) & 0xffffffffffffull);                   \
+    }                                                                                     \
+  } while (0)
+#else
+#define MLAPS_SM90_MARK(tag, value) \
+  do {                              \
+  } while (0)
+#endif
+#if defined(MLAPS_SM90_PROGRESS) && !defined(MLAPS_SM90_PROBE_QUIET)
+// Probe builds also time waits: MLAPS_SM90_TIMED(slot, statement) adds the statement's
+// clock64() cycles (lane 0's view) to its warp's counter in shared memory, and each warp adds
+// its counters to g_sm90_times[block][warp][slot] once at the end (a global read-modify-write
+// per wait made the probe kernel ~2x slower than the real one).
+__shared__ unsigned int g_sm90_wait_cycles[12 * 16];
+// MLAPS_SM90_TIC(t); ... MLAPS_SM90_TOC(slot, t); times a section the same way.
+#define MLAPS_SM90_TIC(t) const long long t = clock64()
+#define MLAPS_SM90_TOC(slot, t)                             \
+  do {                                                      \
+    if ((threadIdx.x & 31) == 0) {                          \
+      g_sm90_wait_cycles[threadIdx.x / 32 * 16 + (slot)] += \
+          static_cast<unsigned int>(clock64() - t);         \
+    }                                                       \
+  } while (0)
+#define MLAPS_SM90_TIMED(slot, ...) \
+  do {                              \
+    MLAPS_SM90_TIC(t0_);            \
+    __VA_ARGS__;                    \
+    MLAPS_SM90_TOC(slot, t0_);      \
+  } while (0)
+#define MLAPS_SM90_TIMES_BEGIN()                                    \
+  do {                                                              \
+    if (threadIdx.x < 12 * 16) g_sm90_wait_cycles[threadIdx.x] = 0; \
+  } while (0)
+#define MLAPS_SM90_TIMES_END()                                             \
+  do {                                                                     \
+    if ((threadIdx.x & 31) == 0 && g_sm90_times != nullptr) {              \
+      for (int slot_ = 0; slot_ < 16; ++slot_) {                           \
+        g_sm90_times[(blockIdx.x * 12 + threadIdx.x / 32) * 16 + slot_] += \
+            g_sm90_wait_cycles[threadIdx.x / 32 * 16 + slot_];             \
+      }                                                                    \
+    }                                                                      \
+  } while (0)
+#else
+#define MLAPS_SM90_TIMED(slot, ...) \
+  do {                              \
+    __VA_ARGS__;                    \
+  } while (0)
+#define MLAPS_SM90_TIC(t) \
+  do {                    \
+  } while (0)
+#define MLAPS_SM90_TOC(slot, t) \
+  do {                          \
+  } while (0)
+#define MLAPS_SM90_TIMES_BEGIN() \
+  do {                           \
+  } while (0)
+#define MLAPS_SM90_TIMES_END() \
+  do {                         \
+  } while (0)
+#endif
+
+#if defined(MLAPS_SM90_PROBE_SKIP_S)
+#define MLAPS_SM90_S_MMA(...) \
+  do {                        \
+  } while (0)
+#else
+#define MLAPS_SM90_S_MMA(...) __VA_ARGS__
+#endif
+#if defined(MLAPS_SM90_PROBE_SKIP_PV)
+#define MLAPS_SM90_PV_MMA(...) \
+  do {                         \
+  } while (0)
+#else
+#define MLAPS_SM90_PV_MMA(...) __VA_ARGS__
+#endif
+
+}  // namespace mla
+}  // namespace mlaps
+
+#endif  // MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_PROBE_H_

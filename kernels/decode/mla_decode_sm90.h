@@ -65,9 +65,7 @@ struct SmemSm90 {
   static constexpr int kFull = 0;                       //   [2 slots][9 chunks]
   static constexpr int kLanded = kFull + 2 * kChunks;   //   [2 slots][9 chunks]
   static constexpr int kEmpty = kLanded + 2 * kChunks;  //   [2 slots][2 consumers]
-  static constexpr int kVFull = kEmpty + 4;             //   [2 slots][8 V chunks] (e4m3)
-  static constexpr int kSDone = kVFull + 2 * 8;         //   [2 slots] (e4m3)
-  static constexpr int kQLanded = kSDone + 2;
+  static constexpr int kQLanded = kEmpty + 4;
   static constexpr int kQFull = kQLanded + 1;
   static constexpr int kQEmpty = kQFull + 1;
   static constexpr int kStats = kQEmpty + 1;
@@ -112,29 +110,11 @@ __device__ __forceinline__ uint32_t SwizzledOffset(int row, int unit, int chunk)
   return (unit >> 3) * chunk + row * 128 + (((unit & 7) ^ (row & 7)) << 4);
 }
 
-// The chunk that slot s produces (and S reads) at position p. f16 tiles: slot 0 in order, slot
-// 1 with the halves swapped (its block's owner frees 4-7 first), chunk 8 last in both. e4m3:
-// in order (a slot is refilled once both consumers freed it).
-template <bool kFp8>
+// The chunk that slot s produces (and S reads) at position p: slot 0 in order, slot 1 with
+// the halves swapped (its block's owner frees 4-7 first), chunk 8 last in both.
 __device__ __forceinline__ int ChunkAt(int slot, int p) {
-  return kFp8 || slot == 0 || p == 8 ? p : p < 4 ? p + 4 : p - 4;
+  return slot == 0 || p == 8 ? p : p < 4 ? p + 4 : p - 4;
 }
-
-// e4m3 tiles hold the raw rows (one byte an element) in the layout QGMMA reads: 128 dims a
-// 128-byte swizzled row, so 64-dim column chunk c of a row is 16-byte units 4 (c % 2) .. +3 of
-// 128-byte chunk c / 2. Q: 128-byte chunks 0-4 of the Q region (the rope half-filled). A kv
-// slot: raw K chunks k = 0-3 at positions 4 + k (slot 0) or k (slot 1), the rope at position 8;
-// once S is done the producer widens V (dims 0-511) to f16 chunks 0-7 over the same bytes (in
-// WidenOrder, which never overwrites a raw unit still to be read) and P takes position 8.
-__device__ __forceinline__ int RawPosition(int slot, int c) {
-  return c == 8 ? 8 : slot == 0 ? 4 + c / 2 : c / 2;
-}
-__device__ __forceinline__ uint32_t RawUnit(int c, int row, int unit) {
-  return row * 128 + (((4 * (c & 1) + unit) ^ (row & 7)) << 4);
-}
-// The f16 V chunk the producer widens i-th: the owner's half of V first (slot 0: chunks 0-3,
-// slot 1: chunks 7-4), so slot 0 widens upward from below its raw chunks and slot 1 downward.
-__device__ __forceinline__ int WidenOrder(int slot, int i) { return slot == 0 ? i : 7 - i; }
 
 // ---- The producer: cp.async copies, then f16 conversion in shared memory --------------------
 
@@ -161,6 +141,7 @@ struct ChunkMap {
   static constexpr int kUnitsPerRow = kFp8 ? 4 : 8;                 // 16-byte input units a chunk
   static constexpr int kRowStep = kSm90CopyThreads / kUnitsPerRow;  // 8 (bf16) or 16 (e4m3)
   static constexpr int kRowsPerThread = 64 / kRowStep;              // 8 or 4 rows a chunk
+  static constexpr int kStaging = kFp8 ? SmemSm90::kChunk / 2 : 0;  // raw rows in a chunk
 };
 
 // Rows a copy thread reads (first + k * kRowStep of the tile), as row indices into Q or the kv
@@ -234,13 +215,11 @@ __device__ __forceinline__ uint32_t ChunkUnit(int row, int unit) {
 }
 
 // Copy thread `ctid`'s cp.async of the chunks at positions [pos0, pos1) (ChunkAt(slot, .)) of a
-// tile at `tile` (the Q tile if `q_tile`) from `src` rows of `rows`: bf16 units to their
-// swizzled f16 place, e4m3 units to their raw place (RawPosition). Row by row, so one source
-// address is live at a time.
+// tile at `tile` from `src` rows of `rows`: bf16 units to their swizzled place, e4m3 units to
+// the chunk's staging half. Row by row, so one source address is live at a time.
 template <bool kFp8>
 __device__ __forceinline__ void CopyChunks(const uint8_t* rows, const RowSources<kFp8>& src,
-                                           int slot, int pos0, int pos1, int ctid, uint8_t* tile,
-                                           bool q_tile) {
+                                           int slot, int pos0, int pos1, int ctid, uint8_t* tile) {
 #if defined(MLAPS_SM90_PROBE_SKIP_COPY)
   if (slot >= 0) return;  // (every call: Q too)
 #endif
@@ -252,78 +231,63 @@ __device__ __forceinline__ void CopyChunks(const uint8_t* rows, const RowSources
     const bool valid = src.row[k] >= 0;
     const uint8_t* from =
         valid ? rows + static_cast<int64_t>(src.row[k]) * M::kRowBytes + unit * 16 : rows;
+    uint8_t* to = tile + (kFp8 ? M::kStaging + row * 64 + unit * 16 : ChunkUnit(row, unit));
 #pragma unroll
     for (int pos = pos0; pos < pos1; ++pos) {
-      const int c = ChunkAt<kFp8>(slot, pos);
-      const int at =
-          kFp8 ? (q_tile ? c / 2 : RawPosition(slot, c)) * SmemSm90::kChunk + RawUnit(c, row, unit)
-               : c * SmemSm90::kChunk + ChunkUnit(row, unit);
-      CpAsync16(tile + at, valid ? from + c * 64 * M::kElem : rows, valid);
+      const int c = ChunkAt(slot, pos);
+      CpAsync16(to + c * SmemSm90::kChunk, valid ? from + c * 64 * M::kElem : rows, valid);
     }
   }
 }
 
-// Converter thread `vtid`'s part of bf16 chunk c of the tile at shared address `tile`, landed
-// raw: to f16 in place, magnitudes folded into `range` for the f16 range check.
+// Converter thread `vtid`'s part of chunk c of the tile at shared address `tile`, landed raw:
+// to f16 in place (bf16; magnitudes folded into `range` for the f16 range check) or from the
+// staging half (e4m3, with a barrier among the converters between reading and writing).
+template <bool kFp8>
 __device__ __forceinline__ void ConvertChunk(int c, int vtid, uint32_t tile, uint32_t& range) {
 #if defined(MLAPS_SM90_PROBE_SKIP_CONVERT)
   return;
 #endif
   const uint32_t chunk = tile + c * SmemSm90::kChunk;
-  const int unit = vtid % 8, row0 = vtid / 8;
+  if (kFp8) {
+    // Units (row vtid / 4 + 16 k, raw unit vtid % 4) -> f16 units 2 u and 2 u + 1 of the row.
+    const int unit = vtid % 4, row0 = vtid / 4;
+    uint4 raw[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      raw[k] = LoadShared128(chunk + ChunkMap<true>::kStaging + (row0 + 16 * k) * 64 + unit * 16);
+    }
+    NamedBarrierSync(4, kSm90ConvertThreads);  // every raw unit read before any is overwritten
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int row = row0 + 16 * k;
+      const uint4 v = raw[k];
+      StoreShared128(chunk + ChunkUnit(row, 2 * unit),
+                     make_uint4(E4m3x2ToF16x2(v.x & 0xffffu), E4m3x2ToF16x2(v.x >> 16),
+                                E4m3x2ToF16x2(v.y & 0xffffu), E4m3x2ToF16x2(v.y >> 16)));
+      StoreShared128(chunk + ChunkUnit(row, 2 * unit + 1),
+                     make_uint4(E4m3x2ToF16x2(v.z & 0xffffu), E4m3x2ToF16x2(v.z >> 16),
+                                E4m3x2ToF16x2(v.w & 0xffffu), E4m3x2ToF16x2(v.w >> 16)));
+    }
+    NamedBarrierSync(4, kSm90ConvertThreads);  // the next chunk's staging half may be read
+  } else {
+    const int unit = vtid % 8, row0 = vtid / 8;
 #pragma unroll 2
-  for (int k = 0; k < 8; ++k) {
-    const uint32_t at = chunk + ChunkUnit(row0 + 8 * k, unit);
-    const uint4 v = LoadShared128(at);
-    range = MaxAbsBf16x2(MaxAbsBf16x2(range, v.x), v.y);
-    range = MaxAbsBf16x2(MaxAbsBf16x2(range, v.z), v.w);
-    StoreShared128(at, make_uint4(Bf16x2ToF16x2(v.x), Bf16x2ToF16x2(v.y), Bf16x2ToF16x2(v.z),
-                                  Bf16x2ToF16x2(v.w)));
-  }
-}
-
-// Converter thread `vtid`'s part of widening e4m3 V chunk c (dims 64 c .. 64 c + 63) of the
-// slot at shared address `tile` from its raw place to f16 chunk c: units (row vtid / 4 + 16 k,
-// raw unit vtid % 4) -> f16 units 2 u and 2 u + 1 of the row. The converters meet between
-// reading and writing (chunk 0 of slot 1 and chunk 7 of slot 0 overwrite their own raw units).
-__device__ __forceinline__ void WidenChunk(int slot, int c, int vtid, uint32_t tile) {
-#if defined(MLAPS_SM90_PROBE_SKIP_CONVERT)
-  return;
-#endif
-  const uint32_t raw_chunk = tile + RawPosition(slot, c) * SmemSm90::kChunk;
-  const uint32_t chunk = tile + c * SmemSm90::kChunk;
-  const int unit = vtid % 4, row0 = vtid / 4;
-  uint4 raw[4];
-#pragma unroll
-  for (int k = 0; k < 4; ++k) raw[k] = LoadShared128(raw_chunk + RawUnit(c, row0 + 16 * k, unit));
-  NamedBarrierSync(4, kSm90ConvertThreads);  // every raw unit read before any is overwritten
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const int row = row0 + 16 * k;
-    const uint4 v = raw[k];
-    StoreShared128(chunk + ChunkUnit(row, 2 * unit),
-                   make_uint4(E4m3x2ToF16x2(v.x & 0xffffu), E4m3x2ToF16x2(v.x >> 16),
-                              E4m3x2ToF16x2(v.y & 0xffffu), E4m3x2ToF16x2(v.y >> 16)));
-    StoreShared128(chunk + ChunkUnit(row, 2 * unit + 1),
-                   make_uint4(E4m3x2ToF16x2(v.z & 0xffffu), E4m3x2ToF16x2(v.z >> 16),
-                              E4m3x2ToF16x2(v.w & 0xffffu), E4m3x2ToF16x2(v.w >> 16)));
+    for (int k = 0; k < 8; ++k) {
+      const uint32_t at = chunk + ChunkUnit(row0 + 8 * k, unit);
+      const uint4 v = LoadShared128(at);
+      range = MaxAbsBf16x2(MaxAbsBf16x2(range, v.x), v.y);
+      range = MaxAbsBf16x2(MaxAbsBf16x2(range, v.z), v.w);
+      StoreShared128(at, make_uint4(Bf16x2ToF16x2(v.x), Bf16x2ToF16x2(v.y), Bf16x2ToF16x2(v.z),
+                                    Bf16x2ToF16x2(v.w)));
+    }
   }
 }
 
 // ---- Tile math -------------------------------------------------------------------------------
 
-// e4m3 S: 64-dim chunks a QGMMA accumulator sums before the sum moves to fp32 registers (9: the
-// whole block in one accumulator). The H200's e4m3 wgmma keeps fewer accumulator bits than
-// fp32: 9 fails the gates on the GPU (LSE error 4.4e-3, 0.5% of O elements), 2 fails (LSE
-// 1.5e-3), 1 passes (notes.md, session 8).
-#if defined(MLAPS_SM90_E4M3_GROUP)
-constexpr int kSm90E4m3Group = MLAPS_SM90_E4M3_GROUP;
-#else
-constexpr int kSm90E4m3Group = 1;
-#endif
-
-// S += Q K^T over f16 chunk c (4 k16 steps of 32 bytes inside the swizzled 128-byte rows;
-// 8-row groups 1024 bytes apart).
+// S += Q K^T over chunk c (4 k16 steps of 32 bytes inside the swizzled 128-byte rows; 8-row
+// groups 1024 bytes apart).
 __device__ __forceinline__ void IssueScoresChunk(uint32_t q, uint32_t kv, int c, float (&s)[32]) {
   const uint64_t a0 = MatrixDesc(q + c * SmemSm90::kChunk, 16, 1024, kSwizzle128B);
   const uint64_t b0 = MatrixDesc(kv + c * SmemSm90::kChunk, 16, 1024, kSwizzle128B);
@@ -331,18 +295,6 @@ __device__ __forceinline__ void IssueScoresChunk(uint32_t q, uint32_t kv, int c,
   for (int kk = 0; kk < 4; ++kk) {
     MLAPS_SM90_S_MMA(WgmmaM64N64K16F16(s, a0 + ((kk * 32) >> 4), b0 + ((kk * 32) >> 4), 1));
   }
-}
-
-// S (+)= Q K^T over e4m3 chunk c (dims 64 c .. 64 c + 63: 2 k32 steps of 32 bytes at byte 64 (c %
-// 2) of the raw 128-byte rows, RawPosition); `start`: the first step starts the sum.
-__device__ __forceinline__ void IssueScoresRawChunk(uint32_t q, uint32_t kv, int slot, int c,
-                                                    bool start, float (&s)[32]) {
-  const uint32_t k_byte = 64 * (c & 1);
-  const uint64_t a0 = MatrixDesc(q + (c / 2) * SmemSm90::kChunk + k_byte, 16, 1024, kSwizzle128B);
-  const uint64_t b0 =
-      MatrixDesc(kv + RawPosition(slot, c) * SmemSm90::kChunk + k_byte, 16, 1024, kSwizzle128B);
-  MLAPS_SM90_S_MMA(WgmmaM64N64K32E4m3(s, a0, b0, start ? 0 : 1));
-  MLAPS_SM90_S_MMA(WgmmaM64N64K32E4m3(s, a0 + (32 >> 4), b0 + (32 >> 4), 1));
 }
 
 // O[:, 256 half ..] += P V[:, 256 half ..] for the block in the slot at `kv`: V read MN-major
@@ -374,10 +326,6 @@ struct Sm90Bars {
   __device__ uint32_t Empty(int slot, int w) const {
     return base + 8 * (SmemSm90::kEmpty + slot * 2 + w);
   }
-  __device__ uint32_t VFull(int slot, int c) const {
-    return base + 8 * (SmemSm90::kVFull + slot * 8 + c);
-  }
-  __device__ uint32_t SDone(int slot) const { return base + 8 * (SmemSm90::kSDone + slot); }
   __device__ uint32_t QLanded() const { return base + 8 * SmemSm90::kQLanded; }
   __device__ uint32_t QFull() const { return base + 8 * SmemSm90::kQFull; }
   __device__ uint32_t QEmpty() const { return base + 8 * SmemSm90::kQEmpty; }
@@ -392,35 +340,20 @@ __device__ __forceinline__ int BlocksOf(const Item& it) {
 }
 
 // S of block n (slot kW), waiting for each chunk (in the slot's production order) to land.
-template <bool kFp8, int kW>
+template <int kW>
 __device__ __forceinline__ void IssueScores(const Sm90Bars& bars, uint32_t base, uint32_t n,
                                             float (&s)[32]) {
   const uint32_t kv = base + SmemSm90::kKv + kW * SmemSm90::kTile;
-  float t[32];  // e4m3 with kSm90E4m3Group < 9: a group's partial S
 #pragma unroll
   for (int e = 0; e < 32; ++e) s[e] = 0.0f;
   PinAccumulators(s);
   WgmmaFence();
 #pragma unroll
   for (int pos = 0; pos < SmemSm90::kChunks; ++pos) {
-    const int c = ChunkAt<kFp8>(kW, pos);
+    const int c = ChunkAt(kW, pos);
     MLAPS_SM90_MARK(3, n * 16 + pos);
     MLAPS_SM90_TIMED(0, MbarWait(bars.Full(kW, c), (n >> 1) & 1));
-    if (kFp8 && kSm90E4m3Group >= SmemSm90::kChunks) {
-      IssueScoresRawChunk(base + SmemSm90::kQ, kv, kW, c, c == 0, s);
-    } else if (kFp8) {
-      // Each group of kSm90E4m3Group chunks sums in its own accumulator, added to S in fp32.
-      IssueScoresRawChunk(base + SmemSm90::kQ, kv, kW, c, c % kSm90E4m3Group == 0, t);
-      if (c % kSm90E4m3Group == kSm90E4m3Group - 1 || c == SmemSm90::kChunks - 1) {
-        WgmmaCommit();
-        WgmmaWait<0>();
-        PinAccumulators(t);
-#pragma unroll
-        for (int e = 0; e < 32; ++e) s[e] = c < kSm90E4m3Group ? t[e] : s[e] + t[e];
-        PinAccumulators(s);
-        WgmmaFence();
-      }
-    } else if (pos == 0) {
+    if (pos == 0) {
       // The first k step starts the accumulation (scale-d 0): the zeroed s is not read.
       const uint64_t a0 =
           MatrixDesc(base + SmemSm90::kQ + c * SmemSm90::kChunk, 16, 1024, kSwizzle128B);
@@ -450,20 +383,12 @@ struct ConsumerState {
 // its S; a remote step retires its own P V and ends with the next own block's S in flight;
 // the two alternate statically. So no register a wgmma in flight writes is touched on any
 // control-flow path and ptxas keeps the wgmmas pipelined (no C7514 / C7515).
-template <bool kFp8, int kW>
+template <int kW>
 struct ConsumerSteps {
   Sm90Bars bars;
   uint32_t base, seq;  // shared address of the (aligned) layout; blocks before the item
   int nblk, r0, quad;
   float scale_log2;
-
-  // e4m3: our half of V of block n (slot `slot`) widened to f16.
-  __device__ __forceinline__ void WaitWidenedHalf(int slot, uint32_t n) const {
-#pragma unroll
-    for (int c = 4 * kW; c < 4 * kW + 4; ++c) {
-      MLAPS_SM90_TIMED(0, MbarWait(bars.VFull(slot, c), (n >> 1) & 1));
-    }
-  }
 
   // Own block i (sequence number n = seq + i, slot kW): softmax of S(i), P published, our
   // P V(i).
@@ -473,7 +398,6 @@ struct ConsumerSteps {
     MLAPS_SM90_TIMED(1, WgmmaWait<0>());  // S(i)
     PinAccumulators(st.s);
     PinAccumulators(st.o);
-    if (kFp8) MbarArrive(bars.SDone(kW));          // the raw K may be widened over
     if (i + 2 >= nblk) MbarArrive(bars.QEmpty());  // the item's last S of this warpgroup
     MLAPS_SM90_TIC(t_softmax);
     int lim[2];
@@ -532,7 +456,6 @@ struct ConsumerSteps {
     MLAPS_SM90_TIMED(14, FenceProxyAsync());  // P is read by wgmma (ours and the other's)
     MbarArrive(bars.Stats());
     MLAPS_SM90_TIMED(2, NamedBarrierSync(2 + kW, kSm90WgThreads));  // all of P written first
-    if (kFp8) WaitWidenedHalf(kW, seq + i);
     ScaleRowsIfMoved(st.o, alpha[0], alpha[1]);  // no P V in flight: Remote waited for its own
     PinAccumulators(st.o);
     WgmmaFence();
@@ -561,14 +484,10 @@ struct ConsumerSteps {
       alpha[h] = LoadSharedF32(base + L::kRowAlpha + 4 * (r0 + 8 * h));
       st.l[h] *= alpha[h];
     }
-    // Our half of V landed (f16 tiles: the owner waited for it; waiting again costs nothing
-    // and keeps the order explicit) or was widened (e4m3).
-    if (kFp8) {
-      WaitWidenedHalf(static_cast<int>(n & 1), n);
-    } else {
+    // Our half of V landed (the owner waited for it; waiting again costs nothing and keeps
+    // the order explicit).
 #pragma unroll
-      for (int c = 4 * kW; c < 4 * kW + 4; ++c) MbarWait(bars.Full(n & 1, c), (n >> 1) & 1);
-    }
+    for (int c = 4 * kW; c < 4 * kW + 4; ++c) MbarWait(bars.Full(n & 1, c), (n >> 1) & 1);
     ScaleRowsIfMoved(st.o, alpha[0], alpha[1]);
     PinAccumulators(st.o);
     WgmmaFence();
@@ -591,13 +510,13 @@ __device__ int RunConsumerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
   const int r0 = ((wtid >> 5) << 4) + ((tid & 31) >> 2);  // rows r0 and r0 + 8
   const uint32_t base = SmemAddr(smem);
   const int nblk = BlocksOf(it);
-  const ConsumerSteps<kFp8, kW> steps{Sm90Bars{base + L::kBars},
-                                      base,
-                                      seq,
-                                      nblk,
-                                      r0,
-                                      quad,
-                                      p.sm_scale * p.q_scale * p.kv_scale * kLog2e};
+  const ConsumerSteps<kW> steps{Sm90Bars{base + L::kBars},
+                                base,
+                                seq,
+                                nblk,
+                                r0,
+                                quad,
+                                p.sm_scale * p.q_scale * p.kv_scale * kLog2e};
   ConsumerState st;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -620,13 +539,13 @@ __device__ int RunConsumerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
   if (first_own >= nblk) MbarArrive(steps.bars.QEmpty());  // no S of ours reads this Q tile
   int k = first_own == 0 ? 1 : 0;
   if (first_own == 0 && nblk > 0) {
-    IssueScores<kFp8, kW>(steps.bars, base, seq, st.s);
+    IssueScores<kW>(steps.bars, base, seq, st.s);
     steps.Own(st, 0);
   }
   for (; k < nblk; k += 2) {
     steps.Remote(st, k);
     if (k + 1 < nblk) {
-      IssueScores<kFp8, kW>(steps.bars, base, seq + k + 1, st.s);
+      IssueScores<kW>(steps.bars, base, seq + k + 1, st.s);
       steps.Own(st, k + 1);
     }
   }
@@ -681,13 +600,9 @@ __device__ int RunConsumerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
 // ---- The producer ----------------------------------------------------------------------------
 
 // The copy threads' part of one item: the Q tile (after both consumers' last S of the previous
-// item) and each kv block into slot n % 2; each chunk's copies land on landed[slot][c].
-//   bf16: chunk by chunk as the consumers free the slot's halves (slot 0 frees chunks 0-3 with
-//     consumer 0's P V and 4-7 with consumer 1's; slot 1 the other way round, ChunkAt; chunk 8
-//     after both); the converters publish them.
-//   e4m3: once both consumers freed the slot (the raw rows and the widened V share it); S
-//     reads the raw rows, so the copy threads publish each landed chunk themselves (full),
-//     and the Q tile once it landed (q_full).
+// item) and each kv block into slot n % 2, chunk by chunk as the consumers free the slot's
+// halves (slot 0 frees chunks 0-3 with consumer 0's P V and 4-7 with consumer 1's; slot 1 the
+// other way round, ChunkAt; chunk 8 after both); each chunk's copies land on landed[slot][c].
 template <bool kFp8>
 __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
                              uint32_t seq, uint32_t item, int nblk) {
@@ -698,19 +613,9 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
   const uint8_t* kv_rows = static_cast<const uint8_t*>(p.kv_cache);
   MLAPS_SM90_MARK(7, item);
   if (item > 0) MLAPS_SM90_TIMED(8, MbarWait(bars.QEmpty(), (item - 1) & 1));  // S are done
-  if (nblk == 0) {
-    if (kFp8) MbarArrive(bars.QFull());
-    return;
-  }
-  CopyChunks<kFp8>(q_rows, QRows<kFp8>(p, it, ctid), 0, 0, L::kChunks, ctid, smem + L::kQ, true);
-  if (kFp8) {
-    CpAsyncCommit();
-    CpAsyncWait<0>();   // this thread's rows of Q (every earlier copy landed already)
-    FenceProxyAsync();  // the consumers' wgmma reads them
-    MbarArrive(bars.QFull());
-  } else {
-    CpAsyncArrive(bars.QLanded());
-  }
+  if (nblk == 0) return;
+  CopyChunks<kFp8>(q_rows, QRows<kFp8>(p, it, ctid), 0, 0, L::kChunks, ctid, smem + L::kQ);
+  CpAsyncArrive(bars.QLanded());
   for (int t = 0; t < nblk; ++t) {
     const uint32_t n = seq + t;
     const int slot = static_cast<int>(n & 1);
@@ -719,44 +624,23 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
     uint8_t* tile = smem + L::kKv + slot * L::kTile;
     // The L2 fill, kSm90PrefetchAhead blocks ahead.
     if (t + kSm90PrefetchAhead < nblk) PrefetchKvBlock<kFp8>(p, it, t + kSm90PrefetchAhead, ctid);
-    if (kFp8) {
-      if (n >= 2) {
-        MLAPS_SM90_MARK(6, n * 16);
-        MLAPS_SM90_TIMED(9, MbarWait(bars.Empty(slot, 0), ((n >> 1) - 1) & 1));
-        MLAPS_SM90_TIMED(9, MbarWait(bars.Empty(slot, 1), ((n >> 1) - 1) & 1));
-      }
-#pragma unroll
-      for (int c = 0; c < L::kChunks; ++c) {
-        CopyChunks<kFp8>(kv_rows, src, slot, c, c + 1, ctid, tile, false);
-        CpAsyncArrive(bars.Landed(slot, c));
-      }
-#pragma unroll 1
-      for (int c = 0; c < L::kChunks; ++c) {
-        MLAPS_SM90_TIMED(11, MbarWait(bars.Landed(slot, c), (n >> 1) & 1));
-        FenceProxyAsync();  // the consumers' wgmma reads the chunk
-        MbarArrive(bars.Full(slot, c));
-      }
-    } else {
       // Positions 0-3 once their consumer freed them, then 4-8 (chunk 8 needs both); a chunk's
       // arrival (.noinc: once all of this thread's earlier copies landed) follows its copies, so
       // the converters start on chunk 0 while the later ones are in flight.
 #pragma unroll
-      for (int pos = 0; pos < L::kChunks; ++pos) {
-        if (n >= 2 && (pos == 0 || pos == 4)) {
-          const int w = (pos == 0) == (slot == 0) ? 0 : 1;
-          MLAPS_SM90_MARK(6, n * 16 + pos);
-          MLAPS_SM90_TIMED(9, MbarWait(bars.Empty(slot, w), ((n >> 1) - 1) & 1));
-        }
-        CopyChunks<kFp8>(kv_rows, src, slot, pos, pos + 1, ctid, tile, false);
-        CpAsyncArrive(bars.Landed(slot, ChunkAt<kFp8>(slot, pos)));
+    for (int pos = 0; pos < L::kChunks; ++pos) {
+      if (n >= 2 && (pos == 0 || pos == 4)) {
+        const int w = (pos == 0) == (slot == 0) ? 0 : 1;
+        MLAPS_SM90_MARK(6, n * 16 + pos);
+        MLAPS_SM90_TIMED(9, MbarWait(bars.Empty(slot, w), ((n >> 1) - 1) & 1));
       }
+      CopyChunks<kFp8>(kv_rows, src, slot, pos, pos + 1, ctid, tile);
+      CpAsyncArrive(bars.Landed(slot, ChunkAt(slot, pos)));
     }
   }
 }
 
-// The converter threads' part of one item. bf16: each landed chunk to f16, then published
-// (full). e4m3: each block's V widened to f16 once its owner's S is done (s_done), chunk by
-// chunk (v_full).
+// The converter threads' part of one item: each landed chunk to f16, then published (full).
 template <bool kFp8>
 __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu, uint32_t seq,
                                 uint32_t item, int nblk) {
@@ -764,27 +648,11 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
   const int vtid = (threadIdx.x & (kSm90WgThreads - 1)) - kSm90CopyThreads;
   const uint32_t base = SmemAddr(smem);
   const Sm90Bars bars{base + L::kBars};
-  if (kFp8) {
-    for (int t = 0; t < nblk; ++t) {
-      const uint32_t n = seq + t;
-      const int slot = static_cast<int>(n & 1);
-      const uint32_t tile = base + L::kKv + slot * L::kTile;
-      MLAPS_SM90_TIMED(11, MbarWait(bars.SDone(slot), (n >> 1) & 1));
-#pragma unroll 1
-      for (int i = 0; i < 8; ++i) {
-        const int c = WidenOrder(slot, i);
-        MLAPS_SM90_TIMED(12, WidenChunk(slot, c, vtid, tile));
-        MLAPS_SM90_TIMED(15, FenceProxyAsync());  // the consumers' wgmma reads the chunk
-        MbarArrive(bars.VFull(slot, c));
-      }
-    }
-    return;
-  }
   uint32_t range = 0;  // bf16: the largest magnitude seen (f16 range check)
   if (nblk > 0) {
     MLAPS_SM90_TIMED(10, MbarWait(bars.QLanded(), item & 1));
 #pragma unroll 1
-    for (int c = 0; c < L::kChunks; ++c) ConvertChunk(c, vtid, base + L::kQ, range);
+    for (int c = 0; c < L::kChunks; ++c) ConvertChunk<kFp8>(c, vtid, base + L::kQ, range);
   }
   FenceProxyAsync();  // the consumers' wgmma reads Q
   MbarArrive(bars.QFull());
@@ -793,14 +661,14 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
     const int slot = static_cast<int>(n & 1);
 #pragma unroll 1
     for (int pos = 0; pos < L::kChunks; ++pos) {
-      const int c = ChunkAt<kFp8>(slot, pos);
+      const int c = ChunkAt(slot, pos);
       MLAPS_SM90_TIMED(11, MbarWait(bars.Landed(slot, c), (n >> 1) & 1));
-      MLAPS_SM90_TIMED(12, ConvertChunk(c, vtid, base + L::kKv + slot * L::kTile, range));
+      MLAPS_SM90_TIMED(12, ConvertChunk<kFp8>(c, vtid, base + L::kKv + slot * L::kTile, range));
       MLAPS_SM90_TIMED(15, FenceProxyAsync());  // the consumers' wgmma reads the chunk
       MbarArrive(bars.Full(slot, c));
     }
   }
-  if ((range & 0x7fffu) >= 0x4780u || (range >> 16) >= 0x4780u) {
+  if (!kFp8 && ((range & 0x7fffu) >= 0x4780u || (range >> 16) >= 0x4780u)) {
     const uint32_t hi = range >> 16, lo = range & 0xffffu;
     Report(p.status, kMlaF16Range, cu, -1, hi > lo ? hi : lo);
   }
@@ -831,18 +699,15 @@ __global__ void __launch_bounds__(kSm90Threads, 1) MLAPS_SM90_KERNEL(const MlaDe
   smem += (SmemSm90::kAlign - (SmemAddr(smem) & (SmemSm90::kAlign - 1))) & (SmemSm90::kAlign - 1);
   if (threadIdx.x == 0) {
     const uint32_t bars = SmemAddr(smem) + SmemSm90::kBars;
-    // landed, q_landed: the copy threads' cp.async arrivals; full, q_full: the converters
-    // (bf16) or the copy threads (e4m3); v_full: the converters; empty, s_done, stats: one
-    // consumer; q_empty: both.
-    using L = SmemSm90;
-    for (int b = 0; b < L::kNumBars; ++b) {
-      const bool publish = b < L::kLanded || b == L::kQFull;
-      const bool copy = (b >= L::kLanded && b < L::kEmpty) || b == L::kQLanded || (kFp8 && publish);
-      const bool convert = publish || (b >= L::kVFull && b < L::kSDone);
-      MbarInit(bars + 8 * b, copy              ? kSm90CopyThreads
-                             : convert         ? kSm90ConvertThreads
-                             : b == L::kQEmpty ? 2 * kSm90WgThreads
-                                               : kSm90WgThreads);
+    // landed, q_landed: the copy threads' cp.async arrivals; full, q_full: the converters;
+    // empty, stats: one consumer; q_empty: both.
+    for (int b = 0; b < SmemSm90::kNumBars; ++b) {
+      const bool copy = (b >= SmemSm90::kLanded && b < SmemSm90::kEmpty) || b == SmemSm90::kQLanded;
+      const bool convert = b < SmemSm90::kLanded || b == SmemSm90::kQFull;
+      MbarInit(bars + 8 * b, copy                     ? kSm90CopyThreads
+                             : convert                ? kSm90ConvertThreads
+                             : b == SmemSm90::kQEmpty ? 2 * kSm90WgThreads
+                                                      : kSm90WgThreads);
     }
   }
   MLAPS_SM90_TIMES_BEGIN();

@@ -63,7 +63,10 @@ constexpr int kReduceRowSplit = 8;  // reduce blocks per split tile (grid.y)
 // a time per block was latency-bound (9-25 us per reduce on the H200); 8 blocks x 8 rows
 // cover a 64-row tile in one pass. (One block per row measured slower: 8x the blocks, each
 // repeating the entry's validation.)
+// Small tiles take fewer rows a block (RowsAtOnce), so that all kReduceRowSplit blocks work.
 constexpr int kReduceRowsAtOnce = 8;
+// Pieces a row merges with all its loads issued together (more: one piece at a time).
+constexpr int kReduceFewPieces = 8;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 

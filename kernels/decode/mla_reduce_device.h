@@ -103,10 +103,39 @@ __device__ __forceinline__ void MergeRow(const MlaReduceParams& p, const int32_t
   if (lane == 0) p.lse[out_row] = lse;
 }
 
+// The rows of a tile (tokens x heads of a group) merged by one block: kReduceThreads / kLanes
+// at a time, rows y * rows_at_once + group strided by the grid's rows. A tile's rows, hence
+// kLanes, are the same in every thread of the block.
+template <int kLanes>
+__device__ __forceinline__ void MergeRows(const MlaReduceParams& p, const int32_t* locs, int n,
+                                          int rows, int hg, int64_t out_row0) {
+  constexpr int kRowsAtOnce = kReduceThreads / kLanes;
+  const int group = threadIdx.x / kLanes, lane = threadIdx.x - group * kLanes;
+  for (int row = blockIdx.y * kRowsAtOnce + group; row < rows; row += gridDim.y * kRowsAtOnce) {
+    const int tok = row / hg, hh = row - tok * hg;
+    const int64_t out_row = out_row0 + static_cast<int64_t>(tok) * p.num_heads + hh;
+    if (n <= kReduceFewPieces) {
+      MergeRow<kReduceFewPieces, kLanes>(p, locs, n, tok, hh, hg, out_row, lane);
+    } else {
+      MergeRow<0, kLanes>(p, locs, n, tok, hh, hg, out_row, lane);
+    }
+  }
+}
+
+// Rows a reduce block merges side by side for a tile of `rows` rows: as few as fill the
+// kReduceRowSplit blocks in one pass (more threads a row: fewer dependent loads each), at
+// most kReduceRowsAtOnce.
+__device__ __forceinline__ int RowsAtOnce(int rows) {
+  int at_once = 1;
+  while (at_once < kReduceRowsAtOnce && at_once * kReduceRowSplit < rows) at_once *= 2;
+  return at_once;
+}
+
 // Split tile k (blockIdx.x) merged by kReduceRowSplit blocks (blockIdx.y), rows strided.
 // Every thread validates the entry identically (uniform control flow); blocks past the
-// tile's rows leave early (block y = 0 always validates, and reports). kReduceRowsAtOnce rows
-// at a time per block.
+// tile's rows leave early (block y = 0 always validates, and reports). The entry's loads are
+// issued together where they can be (the request search and the piece map by all threads at
+// once): a small reduce is a chain of dependent global loads.
 __device__ inline void ReduceBlock(const MlaReduceParams& p) {
   const int k = blockIdx.x;
   const bool reporter = threadIdx.x == 0 && blockIdx.y == 0;
@@ -125,28 +154,29 @@ __device__ inline void ReduceBlock(const MlaReduceParams& p) {
   // The request of folded token qs: the last b with qo_indptr[b] * r <= qs.
   const int r = p.head_fold, hg = p.num_heads / r;
   const int64_t qs = p.reduce_final_map[2 * k], qe = p.reduce_final_map[2 * k + 1];
-  if (blockIdx.y > 0 && static_cast<int64_t>(blockIdx.y) * kReduceRowsAtOnce >= (qe - qs) * hg) {
-    return;
-  }
+  const int64_t tile_rows = (qe - qs) * hg;
+  const int at_once = RowsAtOnce(tile_rows > (1 << 30) ? (1 << 30) : static_cast<int>(tile_rows));
+  if (blockIdx.y > 0 && static_cast<int64_t>(blockIdx.y) * at_once >= tile_rows) return;
   const int64_t total = static_cast<int64_t>(p.qo_indptr[p.num_requests]) * r;
   if (qs < 0 || qe <= qs || qe > total || total > static_cast<int64_t>(p.num_q_tokens) * r) {
     if (reporter) Report(p.status, kMlaBadReduceTile, k, 2 * k, qs);
     return;
   }
-  int lo = 0, hi = p.num_requests - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (static_cast<int64_t>(p.qo_indptr[mid]) * r <= qs) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
+  // qo_indptr ascends (the plan's contract), so b is the count of requests with qo_indptr[b] *
+  // r <= qs, less one; counted kReduceThreads requests at a time. (A qo_indptr that does not
+  // ascend gives some b; the checks below keep every write inside O.)
+  int count = 0;
+  for (int b0 = 0; b0 < p.num_requests; b0 += kReduceThreads) {
+    const int bb = b0 + static_cast<int>(threadIdx.x);
+    count +=
+        __syncthreads_count(bb < p.num_requests && static_cast<int64_t>(p.qo_indptr[bb]) * r <= qs);
+    if (count < b0 + kReduceThreads) break;  // the same count in every thread
   }
-  const int b = lo;
+  const int b = count > 0 ? count - 1 : 0;
   const int64_t qo0 = p.qo_indptr[b], qlen = p.qo_indptr[b + 1] - qo0;
   const int64_t g = qlen > 0 ? (qs - qo0 * r) / qlen : -1;
   const int64_t fqo = qo0 * r + g * qlen;  // folded qo_indptr[v]
-  if (qlen <= 0 || g < 0 || g >= r || qe > fqo + qlen) {
+  if (qlen <= 0 || g < 0 || g >= r || qe > fqo + qlen || qo0 + qlen > p.num_q_tokens) {
     if (reporter) Report(p.status, kMlaBadReduceTile, k, 2 * k + 1, qe);
     return;
   }
@@ -154,29 +184,36 @@ __device__ inline void ReduceBlock(const MlaReduceParams& p) {
   constexpr int kMaxLocs = 1024;  // pieces of one split tile (<= num_cu in every plan)
   __shared__ int32_t locs[kMaxLocs];
   const int n = static_cast<int>(p1 - p0);
-  bool bad = n > kMaxLocs;
-  for (int j = 0; j < n && !bad; ++j) {
-    const int32_t loc = p.reduce_partial_map[p0 + j];
-    bad = loc < 0 || static_cast<int64_t>(loc) + tokens > p.partial_rows_capacity;
+  // The piece map, read by all threads at once and checked together.
+  int bad = n > kMaxLocs;
+  if (!bad) {
+    int mine = 0;
+    for (int j = threadIdx.x; j < n; j += kReduceThreads) {
+      const int32_t loc = p.reduce_partial_map[p0 + j];
+      mine |= loc < 0 || static_cast<int64_t>(loc) + tokens > p.partial_rows_capacity;
+      locs[j] = loc;
+    }
+    bad = __syncthreads_or(mine);  // also: every loc stored before any is read
   }
   if (bad) {
     if (reporter) Report(p.status, kMlaBadReducePartial, k, static_cast<int>(p0), n);
     return;
   }
-  for (int j = threadIdx.x; j < n; j += blockDim.x) locs[j] = p.reduce_partial_map[p0 + j];
-  __syncthreads();
-  // Row groups of the block: group i merges rows y * kReduceRowsAtOnce + i, strided.
-  constexpr int kLanes = kReduceThreads / kReduceRowsAtOnce;
-  const int group = threadIdx.x / kLanes, lane = threadIdx.x - group * kLanes;
-  for (int row = blockIdx.y * kReduceRowsAtOnce + group; row < tokens * hg;
-       row += gridDim.y * kReduceRowsAtOnce) {
-    const int tok = row / hg, hh = row - tok * hg;
-    const int64_t out_row = (qo0 + (qs - fqo) + tok) * p.num_heads + g * hg + hh;
-    if (n <= 3) {
-      MergeRow<3, kLanes>(p, locs, n, tok, hh, hg, out_row, lane);
-    } else {
-      MergeRow<0, kLanes>(p, locs, n, tok, hh, hg, out_row, lane);
-    }
+  const int rows = tokens * hg;
+  const int64_t out_row0 = (qo0 + (qs - fqo)) * p.num_heads + g * hg;
+  switch (at_once) {
+    case 1:
+      MergeRows<kReduceThreads>(p, locs, n, rows, hg, out_row0);
+      break;
+    case 2:
+      MergeRows<kReduceThreads / 2>(p, locs, n, rows, hg, out_row0);
+      break;
+    case 4:
+      MergeRows<kReduceThreads / 4>(p, locs, n, rows, hg, out_row0);
+      break;
+    default:
+      MergeRows<kReduceThreads / 8>(p, locs, n, rows, hg, out_row0);
+      break;
   }
 }
 

@@ -155,6 +155,30 @@ TEST(MlaDecodeEmuTest, ManySplitsTakeTheManyPiecesReduce) {
   CheckCase(c, plan, "bf16 H16 q1 cu6 (many pieces)");
 }
 
+TEST(MlaDecodeEmuTest, ManySplitsPastTheFewPiecesReduce) {
+  // One long request over 12 CUs: tiles of more pieces than the reduce merges at once
+  // (kReduceFewPieces), so rows take the one-piece-at-a-time merge.
+  const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 1, 1, 700, 1);
+  const sim::DecodeCase c = sim::MakeDecodeCase(batch, 11);
+  const WorkPlan plan = Plan(batch, 12);
+  ASSERT_GT(plan.num_reduce_tiles(), 0);
+  ASSERT_GT(plan.reduce_indptr[1] - plan.reduce_indptr[0], mla::kReduceFewPieces);
+  CheckCase(c, plan, "bf16 H16 q1 ctx700 cu12 (more than the few pieces)");
+}
+
+TEST(MlaDecodeEmuTest, SplitRequestPastTheFirst128FindsItsRequest) {
+  // 140 one-token requests, then a long one that is split: the reduce's request search
+  // counts past its first kReduceThreads requests.
+  std::vector<int> lens(140, 1);
+  lens.push_back(2000);
+  const Batch batch = MakeVarlenBatch(Arch::kSm90, DType::kBf16, 16, lens, 1, 16);
+  const sim::DecodeCase c = sim::MakeDecodeCase(batch, 12);
+  const WorkPlan plan = Plan(batch, 8);
+  ASSERT_GT(plan.num_reduce_tiles(), 0);
+  ASSERT_GE(plan.reduce_final_map[0], 140);  // the split tile's first folded token
+  CheckCase(c, plan, "bf16 H16 q1 141 requests cu8 (late split)");
+}
+
 // One CU: items of 10+ kv blocks, so the cp.async ring (3 / 5 slots) wraps several times.
 // One test per dtype (the slowest cases here), so that test shards stay short.
 TEST(MlaDecodeEmuTest, LongItemsWrapTheCopyRingBf16) {

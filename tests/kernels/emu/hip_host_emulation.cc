@@ -703,15 +703,17 @@ void SyncWarp() {
   Arrive(rt->warp_barriers[warp], size, WaitKind::kWarp, static_cast<uint32_t>(warp));
 }
 
-int SyncThreadsOr(int predicate) {
-  if (rt == nullptr || rt->current < 0) Die("__syncthreads_or outside a launch", nullptr);
+int SyncThreadsCount(int predicate) {
+  if (rt == nullptr || rt->current < 0) Die("__syncthreads_or / _count outside a launch", nullptr);
   rt->block_slots[rt->current] = predicate != 0;
   SyncThreads();
-  int any = 0;
-  for (int v : rt->block_slots) any |= v;
+  int count = 0;
+  for (int v : rt->block_slots) count += v;
   SyncThreads();  // nobody overwrites a slot before every thread has read them all
-  return any;
+  return count;
 }
+
+int SyncThreadsOr(int predicate) { return SyncThreadsCount(predicate) > 0 ? 1 : 0; }
 
 long long Clock() { return rt != nullptr ? ++rt->clock : 0; }
 

@@ -109,6 +109,8 @@ void SyncThreads();
 // __syncthreads_or: a block barrier that also returns whether any thread passed a nonzero
 // predicate.
 int SyncThreadsOr(int predicate);
+// __syncthreads_count: the same barrier, returning how many threads passed a nonzero predicate.
+int SyncThreadsCount(int predicate);
 void SyncWarp();
 long long Clock();
 uint8_t* DynamicSmem();
@@ -201,6 +203,7 @@ inline T __shfl_xor(T v, int lane_mask, int width = warpSize) {
 }
 
 inline int __syncthreads_or(int predicate) { return mlaps_emu::SyncThreadsOr(predicate); }
+inline int __syncthreads_count(int predicate) { return mlaps_emu::SyncThreadsCount(predicate); }
 
 // Lane `src_lane` of the warp (modulo the warp size; width: whole warps only).
 template <typename T>

@@ -8,6 +8,11 @@
 //
 //   tools/gpu_bundle.sh --only mla_decode && gpu_bundle/run.sh --bench --filter mla_decode
 //
+// step_us: the whole decode step as an engine's graph runs it: the GPU planner
+// (kernels/planner) rewriting the plan from the device batch arrays, then decode and reduce;
+// checked first to write the host plan's bytes. With --peer it sits next to FlashMLA's
+// metadata kernel + splitkv + combine (the issue's b = 32 ctx 1024 target).
+//
 // Prints a device-to-device copy bandwidth first (the memory roof measured on this card),
 // then the table last.
 #include <algorithm>
@@ -24,6 +29,7 @@
 #include "kernels/decode/mla_decode_bench_harness.h"
 #include "kernels/decode/mla_decode_device.h"
 #include "kernels/decode/peer_timings.h"
+#include "kernels/planner/planner_kernel.h"
 #include "kernels/platform/hip_runtime.h"
 #include "metadata/batch.h"
 #include "metadata/planner.h"
@@ -61,9 +67,96 @@ struct Row {
   std::string kernel;  // f16 | bf16 (the sm90 wgmma kernels) | mma (mla_decode.h's paths)
   int batch, ctx, heads, qlen, items, splits, blocks, lanes;
   float decode_us, reduce_us, total_us;
+  float step_us = -1;  // GPU planner + decode + reduce; < 0: not measured
   double tbps, tflops;
   double predicted_us;  // the simulator's makespan under the registry's calibrated costs; < 0: none
 };
+
+// The GPU planner's params that rewrite `plan` (planned from `batch` with `options`) in the
+// staged buffers: its sections at the offsets StageCase's PackPlan gave them (what decode and
+// reduce read), the folded qo_indptr and the status word after them. False when the GPU
+// planner cannot plan it (a longest-first policy) or the words do not fit.
+bool StepPlannerParams(const Batch& batch, const PlanOptions& options, const WorkPlan& plan,
+                       const std::vector<int32_t>& pages, const bench::DecodeBuffers& d,
+                       GpuPlannerParams* gp) {
+  const absl::StatusOr<PlanOptions> resolved = ResolveOptions(batch, options);
+  const absl::StatusOr<ResolvedVariant> variant =
+      ResolveVariant(VariantQueryOf(batch, options.lse));
+  if (!resolved.ok() || !variant.ok() || resolved->policy != PlanPolicy::kGreedyPayload) {
+    return false;
+  }
+  const staging::BatchArena ba = staging::PackBatch(batch, pages);
+  const staging::PlanArena pa = staging::PackPlan(plan);
+  const int64_t folded = int64_t{batch.num_requests()} * variant->head_fold + 1;
+  const int64_t qo_at = (static_cast<int64_t>(pa.words.size()) + 3) / 4 * 4;
+  const int64_t status_at = (qo_at + folded + 3) / 4 * 4;
+  if (status_at + static_cast<int64_t>(sizeof(GpuPlanStatus) / 4) > d.words) return false;
+  int max_qlen = 1;
+  for (int b = 0; b < batch.num_requests(); ++b) {
+    max_qlen = std::max(max_qlen, batch.qo_indptr[b + 1] - batch.qo_indptr[b]);
+  }
+  GpuPlannerParams p;
+  p.qo_indptr = d.batch_words + ba.qo_indptr;
+  p.kv_indptr = d.batch_words + ba.kv_indptr;
+  p.kv_last_page_lens = d.batch_words + ba.last_page_lens;
+  p.num_requests = batch.num_requests();
+  p.max_qlen = max_qlen;
+  p.num_heads = batch.num_heads;
+  p.page_size = batch.page_size;
+  p.causal_trim = batch.causal && !batch.cp_round_robin && batch.sparse_topk == 0;
+  p.sparse_topk = batch.sparse_topk;
+  p.head_fold = variant->head_fold;
+  p.tokens_per_tile = variant->tokens_per_tile;
+  p.num_cu = resolved->num_cu;
+  p.kv_granularity = resolved->kv_granularity;
+  p.fixed_overhead = resolved->fixed_overhead;
+  p.max_split_per_batch = resolved->max_split_per_batch;
+  p.policy = static_cast<int>(resolved->policy);
+  p.kv_lanes = resolved->kv_lanes;
+  // Each section may fill the room up to the next (PackPlan pads them to 16 bytes).
+  p.out_qo_indptr = d.plan_words + qo_at;
+  p.out_qo_indptr_capacity = folded;
+  p.work_indptr = d.plan_words + pa.work_indptr;
+  p.work_indptr_capacity = pa.work_info - pa.work_indptr;
+  p.work_info = d.plan_words + pa.work_info;
+  p.work_info_capacity = (pa.reduce_indptr - pa.work_info) / 8;
+  p.reduce_indptr = d.plan_words + pa.reduce_indptr;
+  p.reduce_indptr_capacity = pa.reduce_final_map - pa.reduce_indptr;
+  p.reduce_final_map = d.plan_words + pa.reduce_final_map;
+  p.reduce_final_map_capacity = pa.reduce_partial_map - pa.reduce_final_map;
+  p.reduce_partial_map = d.plan_words + pa.reduce_partial_map;
+  p.reduce_partial_map_capacity = static_cast<int64_t>(pa.words.size()) - pa.reduce_partial_map;
+  p.status = reinterpret_cast<GpuPlanStatus*>(d.plan_words + status_at);
+  *gp = p;
+  return GpuPlannerParamsError(p) == nullptr;
+}
+
+// Runs the GPU planner once over poisoned plan sections: true when it reports kGpuPlanOk and
+// wrote exactly the host plan's entries (then the staged words are the host plan again).
+bool StepPlannerMatchesHost(const GpuPlannerParams& gp, const WorkPlan& plan,
+                            const bench::DecodeBuffers& d, hipStream_t stream) {
+  const staging::PlanArena pa = staging::PackPlan(plan);
+  const size_t bytes = pa.words.size() * 4;
+  CHECK_HIP(hipMemsetAsync(d.plan_words, 0xff, bytes, stream));
+  if (LaunchGpuPlanner(gp, stream) != 0) return false;
+  CHECK_HIP(hipStreamSynchronize(stream));
+  std::vector<int32_t> got(pa.words.size());
+  GpuPlanStatus status;
+  CHECK_HIP(hipMemcpy(got.data(), d.plan_words, bytes, hipMemcpyDeviceToHost));
+  CHECK_HIP(hipMemcpy(&status, gp.status, sizeof(status), hipMemcpyDeviceToHost));
+  CHECK_HIP(hipMemcpy(d.plan_words, pa.words.data(), bytes, hipMemcpyHostToDevice));
+  if (status.code != kGpuPlanOk) return false;
+  const std::pair<int64_t, size_t> sections[] = {
+      {pa.work_indptr, plan.work_indptr.size()},
+      {pa.work_info, 8 * plan.work_info.size()},
+      {pa.reduce_indptr, std::max<size_t>(1, plan.reduce_indptr.size())},
+      {pa.reduce_final_map, plan.reduce_final_map.size()},
+      {pa.reduce_partial_map, plan.reduce_partial_map.size()}};
+  for (const auto& [at, n] : sections) {
+    if (std::memcmp(got.data() + at, pa.words.data() + at, n * 4) != 0) return false;
+  }
+  return true;
+}
 
 // Stages, checks and times one case and appends its row (unless `once`: one checked launch).
 // kv_rows: KV rows read (dense: the batch's kv tokens, once for all heads; sparse: tokens x
@@ -130,6 +223,18 @@ bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const ch
                    LaunchMlaDecode(p, stream);
                    LaunchMlaReduce(r, stream);
                  });
+  GpuPlannerParams gp;
+  if (!StepPlannerParams(batch, options, *plan, pages, buffers, &gp)) {
+    std::printf("  (no step time: the GPU planner does not plan this case)\n");
+  } else if (!StepPlannerMatchesHost(gp, *plan, buffers, stream)) {
+    std::printf("  (no step time: the GPU planner's plan differs from the host's)\n");
+  } else {
+    row.step_us = 1e3f * TimeGraph(stream, [&] {
+                    LaunchGpuPlanner(gp, stream);
+                    LaunchMlaDecode(p, stream);
+                    if (plan->num_reduce_tiles() > 0) LaunchMlaReduce(r, stream);
+                  });
+  }
   const int elem = fp8 ? 1 : 2;
   const double q_rows = static_cast<double>(batch.total_q_tokens()) * batch.num_heads;
   const double bytes = kv_rows * 576 * elem + q_rows * 576 * elem + q_rows * 512 * 2;
@@ -140,9 +245,9 @@ bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const ch
   rows->push_back(row);
   std::printf(
       "  %s %s B%d ctx%d H%d q%d %s blocks %d lanes %d: decode %.1f us, reduce %.1f us, total "
-      "%.1f us\n",
+      "%.1f us, step %.1f us\n",
       kind, row.dtype.c_str(), batch_size, ctx, batch.num_heads, qlen, row.kernel.c_str(),
-      row.blocks, row.lanes, row.decode_us, row.reduce_us, row.total_us);
+      row.blocks, row.lanes, row.decode_us, row.reduce_us, row.total_us, row.step_us);
   std::fflush(stdout);
   return true;
 }
@@ -288,12 +393,14 @@ int Main(const Filter& filter) {
   // blocks: persistent decode blocks (the plan's CUs; 2 an SM for 16-row tiles).
   // peer_us / x_peer (--peer): FlashMLA's median time for the shape (dense: bf16; sparse: its
   // fp8 topk-2048 row) and peer_us / total_us (> 1: mlaps faster).
+  // step_us: GPU planner + decode + reduce in one graph; peer_step_us: FlashMLA's
+  // metadata kernel + peer_us; x_step = peer_step_us / step_us.
   std::printf(
       "%-10s %-5s %-6s %5s %6s %4s %4s %6s %5s %6s %6s %10s %10s %10s %8s %9s %8s %9s %8s %9s "
-      "%7s\n",
+      "%7s %8s %12s %6s\n",
       "kind", "dtype", "kernel", "batch", "ctx", "H", "qlen", "blocks", "lanes", "items", "splits",
       "decode_us", "reduce_us", "total_us", "TB/s", "TFLOP/s", "reduce%", "sim_us", "sim_err",
-      "peer_us", "x_peer");
+      "peer_us", "x_peer", "step_us", "peer_step_us", "x_step");
   for (const Row& r : rows) {
     char sim[32] = "-", err[32] = "-";
     if (r.predicted_us >= 0) {
@@ -301,20 +408,29 @@ int Main(const Filter& filter) {
       std::snprintf(err, sizeof(err), "%+.1f%%",
                     100.0 * (r.predicted_us - r.decode_us) / r.decode_us);
     }
-    char peer_us[32] = "-", ratio[32] = "-";
+    char peer_us[32] = "-", ratio[32] = "-", step[32] = "-", peer_step[32] = "-",
+         step_ratio[32] = "-";
+    if (r.step_us >= 0) std::snprintf(step, sizeof(step), "%.1f", r.step_us);
     const bool sparse = r.kind != "dense";
     if (const bench::PeerTiming* t = bench::FindPeerTiming(peer, sparse, r.batch, r.ctx, r.heads,
                                                            r.qlen, sparse ? 2048 : 0)) {
       std::snprintf(peer_us, sizeof(peer_us), "%.1f", t->median_us);
       std::snprintf(ratio, sizeof(ratio), "%.2f", t->median_us / r.total_us);
+      if (t->meta_us >= 0) {
+        std::snprintf(peer_step, sizeof(peer_step), "%.1f", t->median_us + t->meta_us);
+        if (r.step_us > 0) {
+          std::snprintf(step_ratio, sizeof(step_ratio), "%.2f",
+                        (t->median_us + t->meta_us) / r.step_us);
+        }
+      }
     }
     std::printf(
         "%-10s %-5s %-6s %5d %6d %4d %4d %6d %5d %6d %6d %10.1f %10.1f %10.1f %8.2f %9.1f %7.1f%% "
-        "%9s %8s %9s %7s\n",
+        "%9s %8s %9s %7s %8s %12s %6s\n",
         r.kind.c_str(), r.dtype.c_str(), r.kernel.c_str(), r.batch, r.ctx, r.heads, r.qlen,
         r.blocks, r.lanes, r.items, r.splits, r.decode_us, r.reduce_us, r.total_us, r.tbps,
         r.tflops, r.decode_us > 0 ? 100.0 * r.reduce_us / r.decode_us : 0.0, sim, err, peer_us,
-        ratio);
+        ratio, step, peer_step, step_ratio);
   }
   return 0;
 }

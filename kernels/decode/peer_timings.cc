@@ -69,6 +69,13 @@ absl::StatusOr<std::vector<PeerTiming>> ParsePeerTimings(const std::string& json
       const absl::StatusOr<double> us = Number(row, "median_us", index, array);
       if (!us.ok()) return us.status();
       t.median_us = *us;
+      const auto meta_field = row.fields().find("eager_meta_us");
+      if (meta_field != row.fields().end() &&
+          meta_field->second.kind_case() != Value::kNullValue) {  // null: the peer had none
+        const absl::StatusOr<double> meta = Number(row, "eager_meta_us", index, array);
+        if (!meta.ok()) return meta.status();
+        t.meta_us = *meta;
+      }
       rows.push_back(t);
       ++index;
     }

@@ -3,7 +3,9 @@
 // in the same device call (these machines differ by up to ~8% between calls).
 //
 // The file is the `flashmla.json` written by the peer's run_peers.sh: an object with arrays
-// "dense" and "sparse" of rows {kind, b, ctx, h_q, s_q, [topk], median_us, ...}.
+// "dense" and "sparse" of rows {kind, b, ctx, h_q, s_q, [topk], median_us, [eager_meta_us],
+// ...}: median_us is the splitkv + combine graph, eager_meta_us the scheduling-metadata kernel
+// (get_mla_metadata_kernel) timed apart.
 #ifndef MLAPS_KERNELS_DECODE_PEER_TIMINGS_H_
 #define MLAPS_KERNELS_DECODE_PEER_TIMINGS_H_
 
@@ -19,6 +21,7 @@ struct PeerTiming {
   bool sparse = false;
   int batch = 0, ctx = 0, heads = 0, qlen = 0, topk = 0;  // topk 0 for dense rows
   double median_us = 0;
+  double meta_us = -1;  // eager_meta_us; -1 when the row has none
 };
 
 // Every row of the "dense" and "sparse" arrays. InvalidArgument when the text is not JSON,

@@ -18,7 +18,7 @@ constexpr char kJson[] = R"({
     {"kind": "dense_bf16", "b": 128, "ctx": 8192, "h_q": 16, "s_q": 1, "causal": false,
      "median_us": 317.76, "check": {"cos": 0.99}},
     {"kind": "dense_bf16", "b": 128, "ctx": 8192, "h_q": 128, "s_q": 2, "causal": true,
-     "median_us": 920.8}],
+     "median_us": 920.8, "eager_meta_us": 16.8}],
   "sparse": [
     {"kind": "sparse_fp8_v32", "b": 128, "ctx": 32768, "topk": 2048, "h_q": 128, "s_q": 2,
      "median_us": 367.9}],
@@ -34,6 +34,8 @@ TEST(PeerTimings, ReadsDenseAndSparseRows) {
   EXPECT_EQ((*rows)[1].heads, 128);
   EXPECT_EQ((*rows)[1].qlen, 2);
   EXPECT_DOUBLE_EQ((*rows)[1].median_us, 920.8);
+  EXPECT_DOUBLE_EQ((*rows)[1].meta_us, 16.8);
+  EXPECT_DOUBLE_EQ((*rows)[0].meta_us, -1);  // no eager_meta_us
   EXPECT_TRUE((*rows)[2].sparse);
   EXPECT_EQ((*rows)[2].topk, 2048);
 }
@@ -68,6 +70,15 @@ TEST(PeerTimings, NamesWhatIsWrong) {
                               .status()
                               .message()),
               HasSubstr("sparse[0] has no number 'topk'"));
+  EXPECT_THAT(std::string(ParsePeerTimings(R"({"dense": [{"b": 1, "ctx": 2, "h_q": 16,
+      "s_q": 1, "median_us": 5, "eager_meta_us": "x"}]})")
+                              .status()
+                              .message()),
+              HasSubstr("dense[0] has no number 'eager_meta_us'"));
+  const auto null_meta = ParsePeerTimings(R"({"dense": [{"b": 1, "ctx": 2, "h_q": 16,
+      "s_q": 1, "median_us": 5, "eager_meta_us": null}]})");
+  ASSERT_TRUE(null_meta.ok()) << null_meta.status();
+  EXPECT_DOUBLE_EQ((*null_meta)[0].meta_us, -1);
 }
 
 }  // namespace

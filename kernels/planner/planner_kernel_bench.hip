@@ -7,7 +7,10 @@
 //               pinned memory + stream synchronize, wall clock, median (the benchmark's
 //               own time is the mean of the same).
 //   host_ns     PlanDecodeInto on the host CPU for the same batch (buffers preallocated).
-//   works, rounds  work items of the plan; parallel-walk rounds the kernel took.
+//   works, rounds  work items of the plan; parallel-walk rounds the kernel took (1000 +
+//               rounds: it did not converge and one warp finished the walk).
+// BM_GpuPlannerPeerShape: FlashMLA's b = 32, ctx 1024, H 16, qlen 1 shape (uniform) on both
+// grids, by max_scan_iterations.
 // Each configuration is checked byte for byte against the host planner before timing.
 //
 //   tools/gpu_bundle.sh --only planner_kernel && gpu_bundle/run.sh --bench
@@ -62,7 +65,7 @@ Batch BenchBatch(int batch, int qlen, int heads) {
 }
 
 struct Row {
-  int batch, qlen, heads, threads;
+  int batch, qlen, heads, threads, ctx, num_cu, iterations;
   double kernel_us, exec_us, latency_us, host_ns;
   int works, rounds;
   double phase_kcycles[6];
@@ -122,11 +125,13 @@ void BM_EmptyKernelFloor(benchmark::State& state) {
 }
 BENCHMARK(BM_EmptyKernelFloor)->UseManualTime()->Iterations(2000)->Unit(benchmark::kMicrosecond);
 
-void BM_GpuPlanner(benchmark::State& state) {
-  const int batch = state.range(0), qlen = state.range(1), heads = state.range(2);
-  const int threads = state.range(3);
-  const Batch b = BenchBatch(batch, qlen, heads);
-  const PlanOptions options = *ResolveOptions(b, PlanOptions{});
+// One configuration: the batch `b` (of `batch` requests, `qlen` tokens, `heads` heads; `ctx`
+// its uniform kv length, 0: varlen), planned with `host_options` (num_cu 0: the default grid)
+// by a launch of `threads` threads and `iterations` parallel-walk rounds.
+void RunGpuPlanner(benchmark::State& state, const Batch& b, int ctx, PlanOptions host_options,
+                   int threads, int iterations) {
+  const int batch = b.num_requests(), qlen = b.max_qlen(), heads = b.num_heads;
+  const PlanOptions options = *ResolveOptions(b, host_options);
   VariantQuery vq;
   vq.arch = b.arch;
   vq.num_heads = heads;
@@ -144,7 +149,7 @@ void BM_GpuPlanner(benchmark::State& state) {
   std::vector<WorkInfo> works(cap.work_info);
   const PlanBuffers buffers{absl::MakeSpan(qo), absl::MakeSpan(wi), absl::MakeSpan(works),
                             absl::MakeSpan(ri), absl::MakeSpan(rf), absl::MakeSpan(rp)};
-  absl::StatusOr<PlanSizes> sizes = PlanDecodeInto(b, PlanOptions{}, buffers);
+  absl::StatusOr<PlanSizes> sizes = PlanDecodeInto(b, host_options, buffers);
   if (!sizes.ok()) {
     state.SkipWithError(std::string(sizes.status().message()).c_str());
     return;
@@ -200,6 +205,7 @@ void BM_GpuPlanner(benchmark::State& state) {
   p.reduce_partial_map_capacity = cap.reduce_partial_map;
   p.status = reinterpret_cast<GpuPlanStatus*>(d_out);
   p.threads = threads;
+  p.max_scan_iterations = iterations;
 
   hipStream_t stream;
   BENCH_HIP_OK(state, hipStreamCreateWithFlags(&stream, hipStreamNonBlocking));
@@ -271,7 +277,7 @@ void BM_GpuPlanner(benchmark::State& state) {
   int host_reps = 0;
   const auto h0 = Clock::now();
   while (Clock::now() - h0 < std::chrono::milliseconds(50) || host_reps < 3) {
-    benchmark::DoNotOptimize(PlanDecodeInto(b, PlanOptions{}, buffers));
+    benchmark::DoNotOptimize(PlanDecodeInto(b, host_options, buffers));
     ++host_reps;
   }
   const double host_ns =
@@ -299,12 +305,21 @@ void BM_GpuPlanner(benchmark::State& state) {
   state.counters["sm_mhz"] = mhz;
   state.counters["works"] = st.num_works;
   state.counters["rounds"] = st.scan_iterations;
-  Row row = {batch,        qlen,
-             heads,        threads,
-             kernel_us,    exec_ns / 1000.0,
-             latency_us,   host_ns,
-             st.num_works, st.scan_iterations,
-             {},           mhz};
+  Row row = {batch,
+             qlen,
+             heads,
+             threads,
+             ctx,
+             p.num_cu,
+             iterations,
+             kernel_us,
+             exec_ns / 1000.0,
+             latency_us,
+             host_ns,
+             st.num_works,
+             st.scan_iterations,
+             {},
+             mhz};
   for (int i = 0; i < 5; ++i) {
     row.phase_kcycles[i] = (prof[i + 1] - prof[i]) / 1000.0;
     state.counters["kcyc_p" + std::to_string(i + 1)] = row.phase_kcycles[i];
@@ -322,6 +337,28 @@ void BM_GpuPlanner(benchmark::State& state) {
   BENCH_HIP_CLEANUP(state, hipFree(d_in));
   BENCH_HIP_CLEANUP(state, hipFree(d_out));
 }
+
+void BM_GpuPlanner(benchmark::State& state) {
+  const int batch = state.range(0), qlen = state.range(1), heads = state.range(2);
+  RunGpuPlanner(state, BenchBatch(batch, qlen, heads), 0, PlanOptions{}, state.range(3),
+                GpuPlannerParams{}.max_scan_iterations);
+}
+
+// The peer's small shape (FlashMLA's b = 32, ctx 1024, H 16, qlen 1; page 64) on the default
+// grid (0: two blocks an SM for 16-row tiles) and one block an SM (132, the sm90 kernel), by
+// parallel-walk rounds before the one-warp finish (8: the default; 0: that warp alone).
+void BM_GpuPlannerPeerShape(benchmark::State& state) {
+  PlanOptions options;
+  options.num_cu = state.range(0);
+  RunGpuPlanner(state, MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 32, 1, 1024, 64), 1024,
+                options, 0, state.range(1));
+}
+BENCHMARK(BM_GpuPlannerPeerShape)
+    ->ArgNames({"num_cu", "iterations"})
+    ->ArgsProduct({{0, 132}, {8, 0, 2, 4}})
+    ->UseManualTime()
+    ->Iterations(2000)
+    ->Unit(benchmark::kMicrosecond);
 
 BENCHMARK(BM_GpuPlanner)
     ->ArgNames({"batch", "qlen", "H", "threads"})
@@ -349,18 +386,20 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks();
   const auto& rows = mlaps::Rows();
   std::printf(
-      "\n| batch | qlen | H | threads | GPU kernel us | in-kernel us | launch-to-result us | "
-      "host planner ns | works | rounds | kcycles: validate+tiles walk layout-scan checks+qo "
-      "writes (walk round 1) | "
-      "SM MHz |\n");
-  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n");
+      "\n| batch | kv | qlen | H | CUs | threads | walk rounds max | GPU kernel us | in-kernel us "
+      "| "
+      "launch-to-result us | host planner ns | works | rounds | kcycles: validate+tiles walk "
+      "layout-scan checks+qo writes (walk round 1) | SM MHz |\n");
+  std::printf("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n");
   for (const mlaps::Row& r : rows) {
+    const std::string kv = r.ctx > 0 ? std::to_string(r.ctx) : "U[1k,16k]";
     std::printf(
-        "| %d | %d | %d | %d | %.2f | %.2f | %.2f | %.0f | %d | %d | %.1f %.1f %.1f %.1f %.1f "
-        "%.1f | %.0f |\n",
-        r.batch, r.qlen, r.heads, r.threads, r.kernel_us, r.exec_us, r.latency_us, r.host_ns,
-        r.works, r.rounds, r.phase_kcycles[0], r.phase_kcycles[1], r.phase_kcycles[2],
-        r.phase_kcycles[3], r.phase_kcycles[4], r.phase_kcycles[5], r.mhz);
+        "| %d | %s | %d | %d | %d | %d | %d | %.2f | %.2f | %.2f | %.0f | %d | %d | %.1f %.1f %.1f "
+        "%.1f %.1f %.1f | %.0f |\n",
+        r.batch, kv.c_str(), r.qlen, r.heads, r.num_cu, r.threads, r.iterations, r.kernel_us,
+        r.exec_us, r.latency_us, r.host_ns, r.works, r.rounds, r.phase_kcycles[0],
+        r.phase_kcycles[1], r.phase_kcycles[2], r.phase_kcycles[3], r.phase_kcycles[4],
+        r.phase_kcycles[5], r.mhz);
   }
   benchmark::Shutdown();
   return 0;

@@ -177,6 +177,26 @@ TEST(HipHostEmulationTest, MbarrierPhasesAndDeadlockReport) {
       << error;
 }
 
+// __syncthreads_count / _or: a barrier that returns, in every thread, how many threads (or
+// whether any) passed a nonzero predicate; back to back, each sees its own round's values.
+TEST(HipHostEmulationTest, SyncThreadsCountAndOr) {
+  int counts[128][2] = {}, ors[128][2] = {};
+  const std::string error = Launch(dim3(1), dim3(128), 0, [&] {
+    const int t = threadIdx.x;
+    counts[t][0] = __syncthreads_count(t % 3 == 0 ? 7 : 0);  // nonzero counts once
+    counts[t][1] = __syncthreads_count(t == 5);
+    ors[t][0] = __syncthreads_or(t == 127);
+    ors[t][1] = __syncthreads_or(0);
+  });
+  EXPECT_EQ(error, "");
+  for (int t = 0; t < 128; ++t) {
+    EXPECT_EQ(counts[t][0], 43) << t;
+    EXPECT_EQ(counts[t][1], 1) << t;
+    EXPECT_EQ(ors[t][0], 1) << t;
+    EXPECT_EQ(ors[t][1], 0) << t;
+  }
+}
+
 // cp.async copies arriving on an mbarrier land when a waiter needs them: the destination reads
 // as poison before the wait, the data after it.
 TEST(HipHostEmulationTest, CpAsyncLandsAtTheMbarrierWait) {

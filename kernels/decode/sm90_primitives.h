@@ -302,7 +302,9 @@ __device__ __forceinline__ void WgmmaM64N64K16F16(float (&d)[32], uint64_t desc_
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 // D (+)= A B over 32 e4m3 values of K (QGMMA): A 64 x 32 and B 32 x 64, both K-major in shared
-// memory (fp8 wgmma reads no MN-major operand); products exact, fp32 accumulation.
+// memory (fp8 wgmma reads no MN-major operand); products exact, but the H200 accumulates with
+// less than fp32 precision (an S over 576 dims in one accumulator missed the LSE gate by 4x;
+// notes.md, session 8), which the CPU emulation (fp32 sums) does not model.
 __device__ __forceinline__ void WgmmaM64N64K32E4m3(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
                                                    int accumulate) {
   asm volatile(

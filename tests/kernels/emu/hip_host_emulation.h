@@ -158,7 +158,9 @@ void WgmmaWait(int pending);
 enum class WgmmaType { kBf16, kF16, kE4m3 };
 // d (m64n`n`, fp32 fragment) = A B (+ d with `accumulate`): A 64 x K K-major, B K x n K-major
 // or, with trans_b, MN-major (16-bit types only); operands in shared memory. K = 16 for bf16 /
-// f16, 32 for e4m3 (one k step is 32 bytes of a row either way).
+// f16, 32 for e4m3 (one k step is 32 bytes of a row either way). The exact products are summed
+// in fp32 here; the H200's e4m3 wgmma keeps fewer accumulator bits (see
+// kernels/decode/notes.md, session 8), so e4m3 accuracy is checked on the GPU only.
 void Wgmma(float* d, int n, uint64_t desc_a, uint64_t desc_b, bool trans_b, bool accumulate,
            WgmmaType type = WgmmaType::kBf16);
 // The same with A (64 x 16) from registers: each thread passes its four 32-bit registers of

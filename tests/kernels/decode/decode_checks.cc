@@ -79,7 +79,9 @@ RunCheck ExpectRunMatchesPlan(const Batch& batch, const WorkPlan& plan,
   }
   absl::StatusOr<sim::Trace> want = sim::TraceOfPlan(plan);
   EXPECT_TRUE(want.ok()) << want.status();
-  if (want.ok()) EXPECT_EQ(sim::FormatTrace(got.trace), sim::FormatTrace(*want));
+  if (want.ok()) {
+    EXPECT_EQ(sim::FormatTrace(got.trace), sim::FormatTrace(*want));
+  }
   return check;
 }
 

@@ -216,9 +216,13 @@ class MlaDecodeGpu : public ::testing::Test {
                     static_cast<void*>(plan_words_), static_cast<void*>(status_),
                     static_cast<void*>(trace_), static_cast<void*>(trace_counts_),
                     static_cast<void*>(counts_), static_cast<void*>(gather_)}) {
-      if (p != nullptr) EXPECT_EQ(hipFree(p), hipSuccess);
+      if (p != nullptr) {
+        EXPECT_EQ(hipFree(p), hipSuccess);
+      }
     }
-    if (stream_ != nullptr) EXPECT_EQ(hipStreamDestroy(stream_), hipSuccess);
+    if (stream_ != nullptr) {
+      EXPECT_EQ(hipStreamDestroy(stream_), hipSuccess);
+    }
   }
 
   // o_fp32: final O as fp32 (MlaDecodeParams::o_fp32) in the same buffer.
@@ -294,7 +298,9 @@ class MlaDecodeGpu : public ::testing::Test {
     const bool with_trace = trace != nullptr;
     ASSERT_LE(int64_t{plan.num_works()} * static_cast<int64_t>(sizeof(MlaTraceEntry)),
               int64_t{1} << 20);
-    if (with_trace) ASSERT_HIP_OK(hipMemset(trace_counts_, 0xff, plan.num_cu * 4));
+    if (with_trace) {
+      ASSERT_HIP_OK(hipMemset(trace_counts_, 0xff, plan.num_cu * 4));
+    }
     Launch(c.batch, plan, ba, pa, num_pages, c.q_scale, c.kv_scale, with_trace, status, o_fp32);
     const int64_t rows = c.batch.total_q_tokens() * c.batch.num_heads;
     lse->resize(rows);

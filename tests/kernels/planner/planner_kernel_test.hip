@@ -55,9 +55,15 @@ class GpuPlanner {
     ASSERT_HIP_OK(hipStreamCreate(&stream_));
   }
   void TearDown() {
-    if (inputs_) ASSERT_HIP_OK(hipFree(inputs_));
-    if (outputs_) ASSERT_HIP_OK(hipFree(outputs_));
-    if (stream_) ASSERT_HIP_OK(hipStreamDestroy(stream_));
+    if (inputs_) {
+      ASSERT_HIP_OK(hipFree(inputs_));
+    }
+    if (outputs_) {
+      ASSERT_HIP_OK(hipFree(outputs_));
+    }
+    if (stream_) {
+      ASSERT_HIP_OK(hipStreamDestroy(stream_));
+    }
   }
 
   const char* Name() const { return "gpu"; }

@@ -228,7 +228,9 @@ class Device {
       EXPECT_EQ(hipMemcpy(raw.data(), starts_[i], raw.size() * 4, hipMemcpyDeviceToHost),
                 hipSuccess);
       const int shift = i == 2 && misalign_ ? 1 : 0;
-      if (shift) EXPECT_EQ(raw[0], kPoison) << "word before the shifted dense buffer";
+      if (shift) {
+        EXPECT_EQ(raw[0], kPoison) << "word before the shifted dense buffer";
+      }
       std::copy(raw.begin() + shift, raw.end(), outs[i]->begin());
     }
     return o;

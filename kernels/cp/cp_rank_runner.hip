@@ -5,6 +5,7 @@
 
 #include "kernels/cp/cp_rank_runner.h"
 #include "kernels/cp/lse_merge.h"
+#include "kernels/planner/planner_params.h"
 #include "kernels/platform/hip_runtime.h"
 #include "metadata/types.h"
 
@@ -37,25 +38,10 @@ int ReduceTilesCapacity(const CpRankSetup& s) {
 }
 
 GpuPlannerParams PlannerParams(const CpRankSetup& s, const CpRankBuffers& b) {
-  const Batch& batch = s.view.batch;
-  GpuPlannerParams p;
+  GpuPlannerParams p = StaticPlannerParams(s.view.batch, s.options, s.variant, s.max_qlen);
   p.qo_indptr = b.batch + b.qo_indptr;
   p.kv_indptr = b.batch + b.kv_indptr;
   p.kv_last_page_lens = b.batch + b.last_page_lens;
-  p.num_requests = batch.num_requests();
-  p.max_qlen = s.max_qlen;
-  p.num_heads = batch.num_heads;
-  p.page_size = batch.page_size;
-  p.causal_trim = batch.causal && !batch.cp_round_robin && batch.sparse_topk == 0;
-  p.sparse_topk = batch.sparse_topk;
-  p.head_fold = s.variant.head_fold;
-  p.tokens_per_tile = s.variant.tokens_per_tile;
-  p.num_cu = s.options.num_cu;
-  p.kv_granularity = s.options.kv_granularity;
-  p.fixed_overhead = s.options.fixed_overhead;
-  p.max_split_per_batch = s.options.max_split_per_batch;
-  p.policy = static_cast<int>(s.options.policy);
-  p.kv_lanes = s.options.kv_lanes;
   int32_t** outs[6] = {&p.out_qo_indptr, &p.work_indptr,      &p.work_info,
                        &p.reduce_indptr, &p.reduce_final_map, &p.reduce_partial_map};
   int64_t* caps[6] = {&p.out_qo_indptr_capacity,    &p.work_indptr_capacity,

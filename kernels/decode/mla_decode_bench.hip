@@ -30,6 +30,7 @@
 #include "kernels/decode/mla_decode_device.h"
 #include "kernels/decode/peer_timings.h"
 #include "kernels/planner/planner_kernel.h"
+#include "kernels/planner/planner_params.h"
 #include "kernels/platform/hip_runtime.h"
 #include "metadata/batch.h"
 #include "metadata/planner.h"
@@ -79,40 +80,19 @@ struct Row {
 bool StepPlannerParams(const Batch& batch, const PlanOptions& options, const WorkPlan& plan,
                        const std::vector<int32_t>& pages, const bench::DecodeBuffers& d,
                        GpuPlannerParams* gp) {
-  const absl::StatusOr<PlanOptions> resolved = ResolveOptions(batch, options);
-  const absl::StatusOr<ResolvedVariant> variant =
-      ResolveVariant(VariantQueryOf(batch, options.lse));
-  if (!resolved.ok() || !variant.ok() || resolved->policy != PlanPolicy::kGreedyPayload) {
-    return false;
-  }
+  const absl::StatusOr<ResolvedPlan> resolved = ResolvePlan(batch, options);
+  if (!resolved.ok() || resolved->options.policy != PlanPolicy::kGreedyPayload) return false;
   const staging::BatchArena ba = staging::PackBatch(batch, pages);
   const staging::PlanArena pa = staging::PackPlan(plan);
-  const int64_t folded = int64_t{batch.num_requests()} * variant->head_fold + 1;
+  const int64_t folded = int64_t{batch.num_requests()} * resolved->variant.head_fold + 1;
   const int64_t qo_at = (static_cast<int64_t>(pa.words.size()) + 3) / 4 * 4;
   const int64_t status_at = (qo_at + folded + 3) / 4 * 4;
   if (status_at + static_cast<int64_t>(sizeof(GpuPlanStatus) / 4) > d.words) return false;
-  int max_qlen = 1;
-  for (int b = 0; b < batch.num_requests(); ++b) {
-    max_qlen = std::max(max_qlen, batch.qo_indptr[b + 1] - batch.qo_indptr[b]);
-  }
-  GpuPlannerParams p;
+  GpuPlannerParams p = StaticPlannerParams(batch, resolved->options, resolved->variant,
+                                           std::max(1, batch.max_qlen()));
   p.qo_indptr = d.batch_words + ba.qo_indptr;
   p.kv_indptr = d.batch_words + ba.kv_indptr;
   p.kv_last_page_lens = d.batch_words + ba.last_page_lens;
-  p.num_requests = batch.num_requests();
-  p.max_qlen = max_qlen;
-  p.num_heads = batch.num_heads;
-  p.page_size = batch.page_size;
-  p.causal_trim = batch.causal && !batch.cp_round_robin && batch.sparse_topk == 0;
-  p.sparse_topk = batch.sparse_topk;
-  p.head_fold = variant->head_fold;
-  p.tokens_per_tile = variant->tokens_per_tile;
-  p.num_cu = resolved->num_cu;
-  p.kv_granularity = resolved->kv_granularity;
-  p.fixed_overhead = resolved->fixed_overhead;
-  p.max_split_per_batch = resolved->max_split_per_batch;
-  p.policy = static_cast<int>(resolved->policy);
-  p.kv_lanes = resolved->kv_lanes;
   // Each section may fill the room up to the next (PackPlan pads them to 16 bytes).
   p.out_qo_indptr = d.plan_words + qo_at;
   p.out_qo_indptr_capacity = folded;

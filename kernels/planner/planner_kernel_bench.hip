@@ -24,6 +24,7 @@
 
 #include "benchmark/benchmark.h"
 #include "kernels/planner/planner_kernel.h"
+#include "kernels/planner/planner_params.h"
 #include "kernels/platform/hip_runtime.h"
 #include "metadata/batch.h"
 #include "metadata/capacity.h"
@@ -175,22 +176,11 @@ void RunGpuPlanner(benchmark::State& state, const Batch& b, int ctx, PlanOptions
                hipMemcpy(d_in, in.data(), in.size() * sizeof(int32_t), hipMemcpyHostToDevice));
   BENCH_HIP_OK(state, hipMemset(d_out, 0, total_out * sizeof(int32_t)));
 
-  GpuPlannerParams p;
+  GpuPlannerParams p = StaticPlannerParams(b, options, variant, qlen);
+  p.num_cu = sizes->num_cu;  // the default grid times the variant's blocks_per_cu
   p.qo_indptr = d_in;
   p.kv_indptr = d_in + (batch + 1);
   p.kv_last_page_lens = d_in + 2 * (batch + 1);
-  p.num_requests = batch;
-  p.max_qlen = qlen;
-  p.num_heads = heads;
-  p.page_size = b.page_size;
-  p.causal_trim = true;
-  p.head_fold = variant.head_fold;
-  p.tokens_per_tile = variant.tokens_per_tile;
-  p.num_cu = sizes->num_cu;  // the default grid times the variant's blocks_per_cu
-  p.kv_granularity = options.kv_granularity;
-  p.fixed_overhead = options.fixed_overhead;
-  p.max_split_per_batch = options.max_split_per_batch;
-  p.kv_lanes = options.kv_lanes;
   p.out_qo_indptr = d_out + offset[0];
   p.out_qo_indptr_capacity = cap.qo_indptr;
   p.work_indptr = d_out + offset[1];

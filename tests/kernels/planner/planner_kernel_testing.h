@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
 #include "kernels/planner/planner_kernel.h"
+#include "kernels/planner/planner_params.h"
 #include "metadata/batch.h"
 #include "metadata/capacity.h"
 #include "metadata/planner.h"
@@ -134,24 +135,10 @@ inline GpuPlannerParams ParamsFor(const Batch& batch, const Resolved& resolved,
                                   const Capacities& caps, int max_qlen, int iterations,
                                   const int32_t* inputs, int32_t* outputs, const SlabLayout& slab) {
   const int b = batch.num_requests();
-  GpuPlannerParams p;
+  GpuPlannerParams p = StaticPlannerParams(batch, resolved.options, resolved.variant, max_qlen);
   p.qo_indptr = inputs;
   p.kv_indptr = inputs + (b + 1);
   p.kv_last_page_lens = inputs + 2 * (b + 1);
-  p.num_requests = b;
-  p.max_qlen = max_qlen;
-  p.num_heads = batch.num_heads;
-  p.page_size = batch.page_size;
-  p.causal_trim = batch.causal && !batch.cp_round_robin && batch.sparse_topk == 0;
-  p.sparse_topk = batch.sparse_topk;
-  p.head_fold = resolved.variant.head_fold;
-  p.tokens_per_tile = resolved.variant.tokens_per_tile;
-  p.num_cu = resolved.options.num_cu;
-  p.kv_granularity = resolved.options.kv_granularity;
-  p.fixed_overhead = resolved.options.fixed_overhead;
-  p.max_split_per_batch = resolved.options.max_split_per_batch;
-  p.policy = static_cast<int>(resolved.options.policy);
-  p.kv_lanes = resolved.options.kv_lanes;
   int32_t** outs[6] = {&p.out_qo_indptr, &p.work_indptr,      &p.work_info,
                        &p.reduce_indptr, &p.reduce_final_map, &p.reduce_partial_map};
   int64_t* capacity[6] = {&p.out_qo_indptr_capacity,    &p.work_indptr_capacity,

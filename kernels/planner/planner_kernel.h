@@ -80,8 +80,8 @@ struct GpuPlanStatus {
   int32_t num_partial_rows;      // rows of the fp32 partial buffers in use
   int32_t scan_iterations;       // diagnostics: rounds of the parallel CU walk (a converged
                                  // walk checks out in one); +1000 when one warp finished it
-                                 // window by window; -1: one thread walked it
-                                 // (max_split_per_batch >= 2)
+                                 // window by window; +2000 when the jump tables finished it;
+                                 // -1: one thread walked it (max_split_per_batch >= 2)
 };
 static_assert(sizeof(GpuPlanStatus) == 48, "GpuPlanStatus is 48 bytes");
 
@@ -131,6 +131,15 @@ struct GpuPlannerParams {
   // planner_kernel.hip); 0: that warp walks from the start. The plan is the same for every
   // value.
   int max_scan_iterations = 8;
+  // Positions of the walk's jump tables (two 16-bit tables in shared memory, 4 bytes a
+  // position), in [0, 65536]. A batch whose cost axis has at most this many positions (its
+  // total cost + 1: kv blocks plus one overhead a tile) and whose parallel rounds have not
+  // settled (after 2 of them on small tables) is walked by pointer doubling instead of the
+  // warp windows: every position's step, then log2(num_cu) squarings, a cost that does not
+  // depend on how the guesses go wrong (a uniform batch's tile-end resets defeat the rounds;
+  // see planner_kernel_device.h). 0: no tables (less shared memory). The plan is the same
+  // for every value.
+  int jump_positions = 8192;
   int threads = 0;  // threads of the one block: a multiple of 64 in [64, 512]; 0: the
                     // smallest multiple of 64 >= max(num_requests, num_cu + 1), at most 256
   // Diagnostics (the benchmark): when set, thread 0 writes kGpuPlanProfileSlots values:

@@ -61,6 +61,9 @@ const char* GpuPlannerParamsError(const GpuPlannerParams& p) {
   if (p.policy != 0) return "policy: only greedy_payload (0) is planned on the GPU";
   if (p.kv_lanes < 1 || p.kv_lanes > 64) return "kv_lanes must be in [1, 64] (resolved)";
   if (p.max_scan_iterations < 0) return "max_scan_iterations must be >= 0";
+  if (p.jump_positions < 0 || p.jump_positions > 65536) {
+    return "jump_positions must be in [0, 65536] (16-bit positions)";
+  }
   if (p.threads != 0 && (p.threads < 64 || p.threads > kThreads || p.threads % 64 != 0)) {
     return "threads must be 0 or a multiple of 64 in [64, 512]";
   }
@@ -75,9 +78,7 @@ const char* GpuPlannerParamsError(const GpuPlannerParams& p) {
   return nullptr;
 }
 
-int64_t GpuPlannerSharedBytes(const GpuPlannerParams& p) {
-  return MakeSmemLayout(p.num_requests, MaxTiles(p), p.num_cu).bytes;
-}
+int64_t GpuPlannerSharedBytes(const GpuPlannerParams& p) { return MakeSmemLayout(p).bytes; }
 
 int LaunchGpuPlanner(const GpuPlannerParams& params, void* stream) {
   if (GpuPlannerParamsError(params) != nullptr) return hipErrorInvalidValue;

@@ -66,7 +66,7 @@ Batch BenchBatch(int batch, int qlen, int heads) {
 }
 
 struct Row {
-  int batch, qlen, heads, threads, ctx, num_cu, iterations;
+  int batch, qlen, heads, threads, ctx, num_cu, iterations, jump_positions;
   double kernel_us, exec_us, latency_us, host_ns;
   int works, rounds;
   double phase_kcycles[6];
@@ -128,9 +128,10 @@ BENCHMARK(BM_EmptyKernelFloor)->UseManualTime()->Iterations(2000)->Unit(benchmar
 
 // One configuration: the batch `b` (of `batch` requests, `qlen` tokens, `heads` heads; `ctx`
 // its uniform kv length, 0: varlen), planned with `host_options` (num_cu 0: the default grid)
-// by a launch of `threads` threads and `iterations` parallel-walk rounds.
+// by a launch of `threads` threads, `iterations` parallel-walk rounds and jump tables of
+// `jump_positions` positions (0: none, the warp windows finish).
 void RunGpuPlanner(benchmark::State& state, const Batch& b, int ctx, PlanOptions host_options,
-                   int threads, int iterations) {
+                   int threads, int iterations, int jump_positions) {
   const int batch = b.num_requests(), qlen = b.max_qlen(), heads = b.num_heads;
   const PlanOptions options = *ResolveOptions(b, host_options);
   VariantQuery vq;
@@ -196,6 +197,7 @@ void RunGpuPlanner(benchmark::State& state, const Batch& b, int ctx, PlanOptions
   p.status = reinterpret_cast<GpuPlanStatus*>(d_out);
   p.threads = threads;
   p.max_scan_iterations = iterations;
+  p.jump_positions = jump_positions;
 
   hipStream_t stream;
   BENCH_HIP_OK(state, hipStreamCreateWithFlags(&stream, hipStreamNonBlocking));
@@ -295,21 +297,14 @@ void RunGpuPlanner(benchmark::State& state, const Batch& b, int ctx, PlanOptions
   state.counters["sm_mhz"] = mhz;
   state.counters["works"] = st.num_works;
   state.counters["rounds"] = st.scan_iterations;
-  Row row = {batch,
-             qlen,
-             heads,
-             threads,
-             ctx,
-             p.num_cu,
-             iterations,
-             kernel_us,
-             exec_ns / 1000.0,
-             latency_us,
-             host_ns,
-             st.num_works,
-             st.scan_iterations,
-             {},
-             mhz};
+  Row row = {batch,        qlen,
+             heads,        threads,
+             ctx,          p.num_cu,
+             iterations,   jump_positions,
+             kernel_us,    exec_ns / 1000.0,
+             latency_us,   host_ns,
+             st.num_works, st.scan_iterations,
+             {},           mhz};
   for (int i = 0; i < 5; ++i) {
     row.phase_kcycles[i] = (prof[i + 1] - prof[i]) / 1000.0;
     state.counters["kcyc_p" + std::to_string(i + 1)] = row.phase_kcycles[i];
@@ -331,35 +326,36 @@ void RunGpuPlanner(benchmark::State& state, const Batch& b, int ctx, PlanOptions
 void BM_GpuPlanner(benchmark::State& state) {
   const int batch = state.range(0), qlen = state.range(1), heads = state.range(2);
   RunGpuPlanner(state, BenchBatch(batch, qlen, heads), 0, PlanOptions{}, state.range(3),
-                GpuPlannerParams{}.max_scan_iterations);
+                GpuPlannerParams{}.max_scan_iterations, state.range(4));
 }
 
 // The peer's small shape (FlashMLA's b = 32, ctx 1024, H 16, qlen 1; page 64) on the default
 // grid (0: two blocks an SM for 16-row tiles) and one block an SM (132, the sm90 kernel), by
-// parallel-walk rounds before the one-warp finish (8: the default; 0: that warp alone).
+// parallel-walk rounds (8: the default; 0: none) and jump tables (8192: the default; 0: none,
+// the one-warp finish).
 void BM_GpuPlannerPeerShape(benchmark::State& state) {
   PlanOptions options;
   options.num_cu = state.range(0);
   RunGpuPlanner(state, MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 32, 1, 1024, 64), 1024,
-                options, 0, state.range(1));
+                options, 0, state.range(1), state.range(2));
 }
 BENCHMARK(BM_GpuPlannerPeerShape)
-    ->ArgNames({"num_cu", "iterations"})
-    ->ArgsProduct({{0, 132}, {8, 0, 2, 4}})
+    ->ArgNames({"num_cu", "iterations", "jump"})
+    ->ArgsProduct({{0, 132}, {8, 0, 2}, {8192, 0}})
     ->UseManualTime()
     ->Iterations(2000)
     ->Unit(benchmark::kMicrosecond);
 
 BENCHMARK(BM_GpuPlanner)
-    ->ArgNames({"batch", "qlen", "H", "threads"})
-    ->ArgsProduct({{1, 32, 128, 1024}, {1, 4}, {16, 128}, {0}})
+    ->ArgNames({"batch", "qlen", "H", "threads", "jump"})
+    ->ArgsProduct({{1, 32, 128, 1024}, {1, 4}, {16, 128}, {0}, {8192, 0}})
     ->UseManualTime()
     ->Iterations(2000)  // one run per configuration (the setup above is not free)
     ->Unit(benchmark::kMicrosecond);
 // Block size at batch 128 (0 above: the launcher's choice).
 BENCHMARK(BM_GpuPlanner)
-    ->ArgNames({"batch", "qlen", "H", "threads"})
-    ->ArgsProduct({{128}, {1, 4}, {16, 128}, {64, 128, 256}})
+    ->ArgNames({"batch", "qlen", "H", "threads", "jump"})
+    ->ArgsProduct({{128}, {1, 4}, {16, 128}, {64, 128, 256}, {8192}})
     ->UseManualTime()
     ->Iterations(2000)
     ->Unit(benchmark::kMicrosecond);
@@ -376,18 +372,19 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks();
   const auto& rows = mlaps::Rows();
   std::printf(
-      "\n| batch | kv | qlen | H | CUs | threads | walk rounds max | GPU kernel us | in-kernel us "
-      "| "
+      "\n| batch | kv | qlen | H | CUs | threads | walk rounds max | jump positions | GPU kernel "
+      "us "
+      "| in-kernel us | "
       "launch-to-result us | host planner ns | works | rounds | kcycles: validate+tiles walk "
       "layout-scan checks+qo writes (walk round 1) | SM MHz |\n");
-  std::printf("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n");
+  std::printf("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n");
   for (const mlaps::Row& r : rows) {
     const std::string kv = r.ctx > 0 ? std::to_string(r.ctx) : "U[1k,16k]";
     std::printf(
-        "| %d | %s | %d | %d | %d | %d | %d | %.2f | %.2f | %.2f | %.0f | %d | %d | %.1f %.1f %.1f "
-        "%.1f %.1f %.1f | %.0f |\n",
-        r.batch, kv.c_str(), r.qlen, r.heads, r.num_cu, r.threads, r.iterations, r.kernel_us,
-        r.exec_us, r.latency_us, r.host_ns, r.works, r.rounds, r.phase_kcycles[0],
+        "| %d | %s | %d | %d | %d | %d | %d | %d | %.2f | %.2f | %.2f | %.0f | %d | %d | %.1f %.1f "
+        "%.1f %.1f %.1f %.1f | %.0f |\n",
+        r.batch, kv.c_str(), r.qlen, r.heads, r.num_cu, r.threads, r.iterations, r.jump_positions,
+        r.kernel_us, r.exec_us, r.latency_us, r.host_ns, r.works, r.rounds, r.phase_kcycles[0],
         r.phase_kcycles[1], r.phase_kcycles[2], r.phase_kcycles[3], r.phase_kcycles[4],
         r.phase_kcycles[5], r.mhz);
   }

@@ -25,8 +25,11 @@
 //     "reset to x" (almost every step moves S by a constant or resets it to a tile-determined
 //     position), are composed by one block scan into new guesses, exact up to the first index
 //     that changed. After max_scan_iterations rounds one warp finishes, window by window (the
-//     same composition over warpSize CUs, keeping the exact prefix). max_split >= 2 makes a
-//     step depend on the pieces its tile already has: then one thread walks.
+//     same composition over warpSize CUs, keeping the exact prefix). A uniform batch defeats
+//     the rounds (each CU that ends exactly at a tile's end shifts every later start; a round
+//     fixes one such reset), so when the cost axis fits the jump tables (jump_positions) and
+//     the rounds did not settle, pointer doubling walks instead (JumpWalk: no guesses). max_split
+//     >= 2 makes a step depend on the pieces its tile already has: then one thread walks.
 //  3. Layout from the CU starts: each CU finds its first and last tile; in CU order the pieces
 //     of split tiles come in the host's tile order, so one scan over CUs gives every CU its
 //     work rows, reduce entries and partial rows; capacity checks; then each CU writes all of
@@ -55,6 +58,9 @@ using u64 = unsigned long long;
 constexpr int kThreads = 512;         // the most threads a launch may ask for (registers: 128)
 constexpr int kMaxWarps = 16;         // kThreads / the smallest warp (32 lanes)
 constexpr int kDefaultThreads = 256;  // enough lanes; more only add barrier and issue cost
+// Jump tables of at most this many positions a thread are cheap: about as much as 3 rounds
+// of the parallel walk on the H200 (planner_kernel_bench).
+constexpr int kSmallJumpPerThread = 4;
 constexpr i64 kInt32Max = INT_MAX;
 constexpr u64 kNoError = ~0ull;
 constexpr int kNoPartialRow = -1;  // work_info's partial_qo_loc of a whole tile (kNoPartial)
@@ -97,18 +103,27 @@ __device__ inline long long WallClock() {
 // Per tile: its cost-axis start C (and C[K] = total), its request, its tail limit and its
 // (head group, token tile). Per request: qlen, kv length, first tile, token tiles, qo_indptr
 // and kv_indptr entries. Per CU: start S (and S[n] = total), the step as a packed move, the tile
-// of its payload end (a search hint; after the walk: its last tile), its first tile.
+// of its payload end (a search hint; after the walk: its last tile), its first tile. The
+// walk's jump tables (JumpWalk).
 // Byte offsets (int32: the launch refuses more than INT_MAX bytes) and the total.
 struct SmemLayout {
   int tile_c, tile_req, tile_tail, tile_shape;
   int req_q, req_len, req_tiles, req_tt, req_qo, req_kv;
   int cu_s, cu_val, cu_jtile, cu_tile;
+  int jump;  // two tables of jump_positions 16-bit positions
   i64 bytes;
 };
 
 inline i64 AlignUp8(i64 x) { return (x + 7) & ~i64{7}; }
 
-inline SmemLayout MakeSmemLayout(i64 num_requests, i64 max_tiles, i64 num_cu) {
+__host__ __device__ inline i64 MaxTiles(const GpuPlannerParams& p) {
+  // 32-bit division: a 64-bit one is a long software routine on GPUs.
+  const int per_request = (p.max_qlen + p.tokens_per_tile - 1) / p.tokens_per_tile;
+  return i64{p.num_requests} * p.head_fold * per_request;
+}
+
+inline SmemLayout MakeSmemLayout(const GpuPlannerParams& p) {
+  const i64 num_requests = p.num_requests, max_tiles = MaxTiles(p), num_cu = p.num_cu;
   SmemLayout l;
   i64 at = 0;
   auto take = [&at](i64 bytes) {
@@ -130,14 +145,9 @@ inline SmemLayout MakeSmemLayout(i64 num_requests, i64 max_tiles, i64 num_cu) {
   l.req_kv = take(4 * num_requests);
   l.cu_jtile = take(4 * num_cu);
   l.cu_tile = take(4 * num_cu);
+  l.jump = take(4 * i64{p.jump_positions});
   l.bytes = at;
   return l;
-}
-
-__host__ __device__ inline i64 MaxTiles(const GpuPlannerParams& p) {
-  // 32-bit division: a 64-bit one is a long software routine on GPUs.
-  const int per_request = (p.max_qlen + p.tokens_per_tile - 1) / p.tokens_per_tile;
-  return i64{p.num_requests} * p.head_fold * per_request;
 }
 
 // What the host derives once from the params (static per graph), so the device does not.
@@ -161,7 +171,7 @@ inline int Log2OfPow2(int v) {
 
 inline KernelConsts MakeConsts(const GpuPlannerParams& p, int threads) {
   KernelConsts k;
-  k.smem = MakeSmemLayout(p.num_requests, MaxTiles(p), p.num_cu);
+  k.smem = MakeSmemLayout(p);
   k.inv_num_cu = 1.0 / p.num_cu;
   k.per_req = (p.num_requests + threads - 1) / threads;
   k.per_cu = (p.num_cu + threads - 1) / threads;
@@ -298,6 +308,8 @@ struct Ctx {
   int *rq, *rlen, *rtiles, *rtt, *rqo, *rkv;  // [B (+1)] per request
   i64 *S, *val;                               // [n + 1] CU starts, [n] packed moves
   int *jtile, *ctile;                         // [num_cu] per CU
+  unsigned short* jump;                       // [2][jump_cap] JumpWalk's tables
+  int jump_cap;                               // positions a table holds (0: none)
 };
 
 // What a tile is, from its request and its index inside the request.
@@ -410,26 +422,39 @@ struct StepResult {
   bool reset;  // next does not move with the start position (see kResetBit)
 };
 
-// One CU of AssignGreedyPayload, not the last (which takes the rest). It starts at position
-// `pos`, `pieces` pieces of the tile holding pos already emitted by earlier CUs (read only for
-// max_split_per_batch >= 2). `hint`: a guess of the tile at pos + payload.
-__device__ inline StepResult PlanStep(const Ctx& x, i64 pos, int pieces, int hint) {
-  const i64 end = pos + x.P;
-  if (end >= x.total) return {x.total, x.K, 0, true};  // everything left fits
-  const int j = TileAt(x, end, hint);
-  const i64 cj = x.C[j];
-  const bool fresh = cj <= pos;  // tile j starts the CU: nothing placed on it yet
-  const i64 start = fresh ? pos : cj;
+// A tile as a step reads it: its cost-axis range [c, c1) and its tail limit.
+struct TileSpan {
+  i64 c, c1;
+  int tail;
+};
+__device__ inline TileSpan SpanOf(const Ctx& x, int j) { return {x.C[j], x.C[j + 1], x.tail[j]}; }
+
+// One CU of AssignGreedyPayload, not the last (which takes the rest), whose payload ends at
+// end = pos + payload < total inside tile j (span t). It starts at position `pos`, `pieces`
+// pieces of the tile holding pos already emitted by earlier CUs (read only for
+// max_split_per_batch >= 2).
+__device__ inline StepResult StepInTile(const Ctx& x, i64 pos, i64 end, int pieces, int j,
+                                        const TileSpan& t) {
+  const bool fresh = t.c <= pos;  // tile j starts the CU: nothing placed on it yet
+  const i64 start = fresh ? pos : t.c;
   // The host's take (remaining - overhead, on the quantum) and its tail limit, as positions.
-  const i64 snap = cj + RoundDownPow2(end - x.oh - cj, x.qg);
-  const i64 limit = cj + x.tail[j];
+  const i64 snap = t.c + RoundDownPow2(end - x.oh - t.c, x.qg);
+  const i64 limit = t.c + t.tail;
   const i64 take_end = min(snap, limit);
   const int done = fresh ? pieces : 0;
   if ((x.ms == 0 || done + 1 < x.ms) && take_end > start) {
     return {take_end, j, done + 1, limit < snap};  // a tail-limited split ends at a fixed place
   }
   // No split: an empty CU takes the rest of j whole; else the next CU starts on tile j.
-  return {fresh ? x.C[j + 1] : cj, j, 0, true};
+  return {fresh ? t.c1 : t.c, j, 0, true};
+}
+
+// StepInTile from any start: `hint` is a guess of the tile at pos + payload.
+__device__ inline StepResult PlanStep(const Ctx& x, i64 pos, int pieces, int hint) {
+  const i64 end = pos + x.P;
+  if (end >= x.total) return {x.total, x.K, 0, true};  // everything left fits
+  const int j = TileAt(x, end, hint);
+  return StepInTile(x, pos, end, pieces, j, SpanOf(x, j));
 }
 
 // The step as a packed move (a split's end moves with the start: it is > pos).
@@ -480,6 +505,70 @@ __device__ __noinline__ void WalkSerially(const Ctx x) {
     pieces = st.pieces;
     hint = st.j;
     x.S[c + 1] = pos;
+  }
+}
+
+// The walk by pointer doubling over every position p of the cost axis (total + 1 <=
+// jump_cap): F(p) = the step from p (F(total) = total), then F o F replaces F log2(n) times.
+// CU c applies F = f^(2^k) to its position in round k when bit k of c is set, so it ends at
+// f^c(0) = S[c] (powers of one map commute: the order of the bits does not matter). Exact
+// for any batch: nothing rests on a guess, so a uniform batch's tile-end resets cost
+// nothing. Every thread calls it (block barriers); thread t owns CUs [w_begin, w_end).
+// Cost: each thread steps from a run of consecutive positions (their payload ends advance
+// together, so the tile is followed, not searched), then ~log2(n) rounds of 2 shared loads a
+// position, four positions in flight.
+__device__ inline void JumpWalk(const Ctx& x, int w_begin, int w_end) {
+  const int tid = threadIdx.x, threads = blockDim.x;
+  const int total = static_cast<int>(x.total);
+  unsigned short* from = x.jump;
+  unsigned short* to = x.jump + x.jump_cap;
+  {
+    const int run = (total + threads) / threads;  // positions [0, total] in runs
+    const int p0 = min(total + 1, tid * run), p1 = min(total + 1, p0 + run);
+    int j = -1;
+    TileSpan t = {0, 0, 0};
+#pragma unroll 1
+    for (int p = p0; p < p1; ++p) {
+      const i64 end = p + x.P;
+      int next = total;
+      if (end < x.total) {
+        if (j < 0) {
+          j = TileAt(x, end, GuessTile(x, end));
+          t = SpanOf(x, j);
+        }
+        while (t.c1 <= end) t = SpanOf(x, ++j);
+        next = static_cast<int>(StepInTile(x, p, end, 0, j, t).next);
+      }
+      from[p] = static_cast<unsigned short>(next);
+    }
+  }
+#pragma unroll 1
+  for (int c = w_begin; c < w_end; ++c) x.S[c] = 0;
+  __syncthreads();
+#pragma unroll 1
+  for (int k = 0; (1 << k) < x.n; ++k) {
+#pragma unroll 1
+    for (int c = w_begin; c < w_end; ++c) {
+      if (c >> k & 1) x.S[c] = from[x.S[c]];
+    }
+    if ((2 << k) < x.n) {
+#pragma unroll 1
+      for (int p = tid; p <= total; p += 4 * threads) {
+        int f[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) f[i] = p + i * threads <= total ? from[p + i * threads] : 0;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) f[i] = from[f[i]];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          if (p + i * threads <= total) to[p + i * threads] = static_cast<unsigned short>(f[i]);
+        }
+      }
+    }
+    __syncthreads();
+    unsigned short* const swap = from;
+    from = to;
+    to = swap;
   }
 }
 
@@ -675,6 +764,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   x.val = reinterpret_cast<i64*>(smem + lay.cu_val);
   x.jtile = reinterpret_cast<int*>(smem + lay.cu_jtile);
   x.ctile = reinterpret_cast<int*>(smem + lay.cu_tile);
+  x.jump = reinterpret_cast<unsigned short*>(smem + lay.jump);
+  x.jump_cap = params.jump_positions;
   if (tid == 0) {
     s_error = kNoError;
     s_tiles_min = kInt32Max;
@@ -861,6 +952,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // ---- 2. The CU walk: S[c] = start position of CU c; S[n] = total ---------------------------
   const bool stateless = x.ms <= 1;  // a step is a function of its start position alone
+  // Jump tables that hold every position walk the batch when the rounds have not settled:
+  // after 2 rounds when the tables are small (a jump then costs ~3 rounds; most varlen
+  // walks settle in 1-2, a uniform batch's in tens), else after max_scan_iterations (a jump
+  // over more positions costs up to ~7 rounds, and varlen walks may take 6).
+  const bool jump = stateless && x.total < x.jump_cap;
+  const int max_rounds = jump && x.total < kSmallJumpPerThread * static_cast<int>(blockDim.x)
+                             ? min(params.max_scan_iterations, 2)
+                             : params.max_scan_iterations;
   int rounds = 0;
   bool converged = x.n == 1;
   if (stateless && !converged) {
@@ -868,7 +967,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // what its own moves compose to): every CU's check is then local.
     i64 next_start = x.S[w_end];
 #pragma unroll 1
-    while (rounds < params.max_scan_iterations) {
+    while (rounds < max_rounds) {
       // Check: every CU's step from its guess lands on the next guess (then, by induction from
       // S[0] = 0, the guesses are the walk). The steps are kept as moves for the update.
       i64 run = 0;
@@ -900,14 +999,19 @@ __global__ void __launch_bounds__(kThreads, 1)
       next_start = acc & ~kResetBit;
     }
   }
-  if (!converged) {
+  if (!converged && jump) {
+    JumpWalk(x, w_begin, w_end);  // ends on a barrier
+  } else if (!converged) {
     // One warp finishes from CU 0 with the last guesses (windows that check out pass quickly).
     __syncthreads();
     if (stateless && tid < warpSize) WalkWindows(x, 0);
     if (!stateless && tid == 0) WalkSerially(x);
     __syncthreads();
   }
-  const int scan_iterations = !stateless ? -1 : converged ? rounds : 1000 + rounds;
+  const int scan_iterations = !stateless  ? -1
+                              : converged ? rounds
+                              : jump      ? 2000 + rounds
+                                          : 1000 + rounds;
   if (profile) profile[2] = clock64();
 
   // ---- 3. Layout ------------------------------------------------------------------------------

@@ -39,14 +39,14 @@ class EmulatedPlanner {
   const char* Name() const { return "emulated"; }
   int64_t SharedLimit() const { return kSharedLimit; }
   int64_t SharedBytes(const GpuPlannerParams& p) const {
-    return gpu_planner::MakeSmemLayout(p.num_requests, gpu_planner::MaxTiles(p), p.num_cu).bytes;
+    return gpu_planner::MakeSmemLayout(p).bytes;
   }
   bool Fits(const Batch&, const Capacities&) const { return true; }
   GpuPlannerParams Params(const Batch& batch, const Resolved& resolved, const Capacities& caps,
-                          int max_qlen, int iterations) {
+                          int max_qlen, int walk) {
     slab_ = SlabFor(caps);
     outputs_.assign(slab_.used_words + 4, kSentinel);  // + 4: room to align work_info
-    return ParamsFor(batch, resolved, caps, max_qlen, iterations, inputs_.data(), Aligned(), slab_);
+    return ParamsFor(batch, resolved, caps, max_qlen, walk, inputs_.data(), Aligned(), slab_);
   }
   void Upload(const Batch& batch) { inputs_ = InputSlab(batch); }
   // Sentinel-fills the outputs, runs the kernel's one block as LaunchGpuPlanner would.

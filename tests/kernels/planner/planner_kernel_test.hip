@@ -73,9 +73,9 @@ class GpuPlanner {
     return InputWords(batch) <= kMaxInputWords && SlabFor(caps).used_words <= kMaxOutputWords;
   }
   GpuPlannerParams Params(const Batch& batch, const Resolved& resolved, const Capacities& caps,
-                          int max_qlen, int iterations) {
+                          int max_qlen, int walk) {
     slab_ = SlabFor(caps);
-    return ParamsFor(batch, resolved, caps, max_qlen, iterations, inputs_, outputs_, slab_);
+    return ParamsFor(batch, resolved, caps, max_qlen, walk, inputs_, outputs_, slab_);
   }
   void Upload(const Batch& batch) {
     const std::vector<int32_t> in = InputSlab(batch);
@@ -156,7 +156,7 @@ TEST_F(GpuPlannerTest, ReplaysInAGraph) {
   absl::StatusOr<Resolved> r = Resolve(batch, PlanOptions{});
   ASSERT_TRUE(r.ok());
   const Capacities caps = FromPlanCapacity(r->capacity);
-  const GpuPlannerParams params = gpu_.Params(batch, *r, caps, qlen, 8);
+  const GpuPlannerParams params = gpu_.Params(batch, *r, caps, qlen, 0);
   hipGraph_t graph;
   hipGraphExec_t exec;
   ASSERT_HIP_OK(hipStreamBeginCapture(gpu_.stream(), hipStreamCaptureModeThreadLocal));
@@ -182,7 +182,7 @@ TEST_F(GpuPlannerTest, BadParamsAreRefusedWithoutLaunching) {
   const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 4, 1, 100, 16);
   absl::StatusOr<Resolved> r = Resolve(batch, PlanOptions{});
   ASSERT_TRUE(r.ok());
-  const GpuPlannerParams good = gpu_.Params(batch, *r, FromPlanCapacity(r->capacity), 1, 8);
+  const GpuPlannerParams good = gpu_.Params(batch, *r, FromPlanCapacity(r->capacity), 1, 0);
   EXPECT_EQ(GpuPlannerParamsError(good), nullptr);
   GpuPlannerParams p = good;
   p.num_heads = 20;

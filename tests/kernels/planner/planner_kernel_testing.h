@@ -10,7 +10,7 @@
 //   int64_t SharedLimit();                    // the most dynamic shared memory a launch gets
 //   int64_t SharedBytes(const GpuPlannerParams&);  // what a launch of these params needs
 //   GpuPlannerParams Params(const Batch&, const Resolved&, const Capacities&, int max_qlen,
-//                           int iterations);  // max_scan_iterations; threads from ThreadsFor
+//                           int walk);  // index into kWalkModes
 //   void Upload(const Batch&);                // the batch arrays as the kernel reads them
 //   void Run(const GpuPlannerParams&);        // sentinel-fill the outputs, launch, read back
 //   const int32_t* Buffer(int i);             // output buffer i (GpuPlanBuffer order)
@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <random>
@@ -44,16 +45,24 @@ namespace mlaps::testing {
 inline constexpr int32_t kSentinel = 0x5A5A5A5A;  // every byte 0x5A: hipMemset-able
 inline constexpr int64_t kGuardWords = 64;        // checked words past each buffer's capacity
 
-// The walks the kernel can take to the same plan (GpuPlannerParams::max_scan_iterations),
-// each at another block size (GpuPlannerParams::threads; 64 makes threads loop over several
-// requests and CUs).
-inline constexpr int kWalkModes[] = {8, 0, 1};
-inline int ThreadsFor(int iterations) { return iterations == 0 ? 64 : iterations == 1 ? 512 : 0; }
-inline const char* WalkName(int iterations) {
-  return iterations == 0   ? "warp windows only, 64 threads"
-         : iterations == 1 ? "1 round + warp windows, 512 threads"
-                           : "parallel rounds, default threads";
-}
+// The walks the kernel can take to the same plan: the jump tables (GpuPlannerParams::
+// jump_positions, when they hold the batch's cost axis), else rounds of the parallel walk
+// (max_scan_iterations) and the warp windows, each at another block size (threads; 64 makes
+// threads loop over several requests, CUs and positions). Mode 0 is the defaults.
+struct WalkMode {
+  int iterations, threads, jump_positions;
+  const char* name;
+};
+inline constexpr int kDefaultJumpPositions = GpuPlannerParams{}.jump_positions;
+inline constexpr WalkMode kWalkModes[] = {
+    {GpuPlannerParams{}.max_scan_iterations, 0, kDefaultJumpPositions,
+     "the defaults: jump tables, else rounds + warp windows"},
+    {0, 64, kDefaultJumpPositions, "jump tables, 64 threads"},
+    {8, 0, 0, "parallel rounds + warp windows, default threads"},
+    {0, 64, 0, "warp windows only, 64 threads"},
+    {1, 512, 0, "1 round + warp windows, 512 threads"},
+};
+inline constexpr int kNumWalkModes = static_cast<int>(std::size(kWalkModes));
 
 // What the host planner needs besides the batch, resolved as PlanDecodeInto resolves it.
 using Resolved = ResolvedPlan;
@@ -132,7 +141,7 @@ inline std::vector<int32_t> InputSlab(const Batch& batch) {
 // Params for `batch` planned with `resolved` into buffers of `caps`: inputs in `inputs` (as
 // InputSlab lays them out), outputs and status in `outputs` at `slab`'s offsets.
 inline GpuPlannerParams ParamsFor(const Batch& batch, const Resolved& resolved,
-                                  const Capacities& caps, int max_qlen, int iterations,
+                                  const Capacities& caps, int max_qlen, int walk,
                                   const int32_t* inputs, int32_t* outputs, const SlabLayout& slab) {
   const int b = batch.num_requests();
   GpuPlannerParams p = StaticPlannerParams(batch, resolved.options, resolved.variant, max_qlen);
@@ -149,8 +158,10 @@ inline GpuPlannerParams ParamsFor(const Batch& batch, const Resolved& resolved,
     *capacity[i] = caps.entries[i];
   }
   p.status = reinterpret_cast<GpuPlanStatus*>(outputs + slab.status_offset);
-  p.max_scan_iterations = iterations;
-  p.threads = ThreadsFor(iterations);
+  if (walk < 0 || walk >= kNumWalkModes) std::abort();  // a test's own bug
+  p.max_scan_iterations = kWalkModes[walk].iterations;
+  p.threads = kWalkModes[walk].threads;
+  p.jump_positions = kWalkModes[walk].jump_positions;
   return p;
 }
 
@@ -194,6 +205,7 @@ struct MatchStats {
   int cases = 0, identical = 0, parallel_converged = 0, parallel_rounds = 0;
   int too_large = 0;   // more tiles than the device's shared memory holds: skipped
   int with_lanes = 0;  // cases whose host plan has kv lanes (PlanSizes::kv_lanes > 1)
+  int jumped = 0;      // cases the default walk finished with its jump tables
 };
 
 // Plans `batch` on both sides in every walk mode; returns "" when all are byte-identical.
@@ -214,10 +226,11 @@ std::string PlanAndCompare(Runner& runner, const Batch& batch, const PlanOptions
   ++stats->cases;
   stats->with_lanes += host.sizes->kv_lanes > 1;
   runner.Upload(batch);
-  for (int iterations : kWalkModes) {
-    runner.Run(runner.Params(batch, *r, caps, std::max(1, batch.max_qlen()), iterations));
+  for (int walk = 0; walk < kNumWalkModes; ++walk) {
+    runner.Run(runner.Params(batch, *r, caps, std::max(1, batch.max_qlen()), walk));
     const GpuPlanStatus st = runner.Status();
-    const std::string where = std::string(" [") + WalkName(iterations) + "] " + Describe(batch, *r);
+    const std::string where =
+        std::string(" [") + kWalkModes[walk].name + "] " + Describe(batch, *r);
     if (st.code != kGpuPlanOk) {
       return "kernel status " + std::to_string(st.code) + " index " + std::to_string(st.index) +
              where;
@@ -231,10 +244,11 @@ std::string PlanAndCompare(Runner& runner, const Batch& batch, const PlanOptions
     }
     const std::string diff = CompareWithHost(runner, host, caps);
     if (!diff.empty()) return diff + where;
-    if (iterations == kWalkModes[0] && st.scan_iterations >= 0 && st.scan_iterations < 1000) {
+    if (walk == 0 && st.scan_iterations >= 0 && st.scan_iterations < 1000) {
       ++stats->parallel_converged;
       stats->parallel_rounds += st.scan_iterations;
     }
+    if (walk == 0) stats->jumped += st.scan_iterations >= 2000;
   }
   ++stats->identical;
   return "";
@@ -409,6 +423,19 @@ void CheckRepresentativeCases(Runner& runner) {
       }
     }
   }
+  // Uniform batches whose tile ends meet CU ends every few CUs (FlashMLA's b32 ctx 1024 step
+  // shape on 264 and 132 CUs, b64 ctx 4096): the rounds do not settle, the jump tables finish.
+  cases.push_back({"uniform b32 ctx1024",
+                   MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 32, 1, 1024, 64),
+                   PlanOptions{}});
+  {
+    PlanOptions o;
+    o.num_cu = 132;
+    cases.push_back({"uniform b32 ctx1024, 132 CUs",
+                     MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 32, 1, 1024, 64), o});
+  }
+  cases.push_back({"uniform b64 ctx4096",
+                   MakeUniformBatch(Arch::kSm90, DType::kFp8, 16, 64, 1, 4096, 64), PlanOptions{}});
   // One long request over many CUs; many tiny ones; page sizes 1 and 256 with small quanta.
   cases.push_back({"one 16k request",
                    MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 1, 1, 16384, 1), PlanOptions{}});
@@ -521,10 +548,11 @@ void CheckRepresentativeCases(Runner& runner) {
     EXPECT_EQ(diff, "") << c.name;
   }
   std::printf(
-      "[%s planner] representative: %d cases x %zu walk modes, %d byte-identical, %d with kv "
-      "lanes\n",
-      runner.Name(), stats.cases, std::size(kWalkModes), stats.identical, stats.with_lanes);
+      "[%s planner] representative: %d cases x %d walk modes, %d byte-identical, %d with kv "
+      "lanes, %d finished by the jump tables in the default walk\n",
+      runner.Name(), stats.cases, kNumWalkModes, stats.identical, stats.with_lanes, stats.jumped);
   EXPECT_GE(stats.with_lanes, 10);
+  EXPECT_GE(stats.jumped, 3);  // the uniform batches above whose rounds do not settle
 }
 
 template <class Runner>
@@ -547,12 +575,13 @@ void CheckRandomBatches(Runner& runner, int iterations, int min_cases, int big_e
     }
   }
   std::printf(
-      "[%s planner] random: %d batches x %zu walk modes, %d byte-identical, %d with kv lanes "
+      "[%s planner] random: %d batches x %d walk modes, %d byte-identical, %d with kv lanes "
       "(skipped: %d unsupported shapes, %d over shared memory); parallel walk converged in %d "
-      "of them, %.2f rounds on average\n",
-      runner.Name(), stats.cases, std::size(kWalkModes), stats.identical, stats.with_lanes,
-      unsupported, stats.too_large, stats.parallel_converged,
-      stats.parallel_converged ? double(stats.parallel_rounds) / stats.parallel_converged : 0.0);
+      "of them, %.2f rounds on average; %d finished by the jump tables\n",
+      runner.Name(), stats.cases, kNumWalkModes, stats.identical, stats.with_lanes, unsupported,
+      stats.too_large, stats.parallel_converged,
+      stats.parallel_converged ? double(stats.parallel_rounds) / stats.parallel_converged : 0.0,
+      stats.jumped);
   EXPECT_EQ(stats.identical, stats.cases);
   EXPECT_GT(stats.cases, min_cases);
   EXPECT_GT(stats.with_lanes, 0);
@@ -577,7 +606,7 @@ void CheckInvalidBatches(Runner& runner, int iterations, int min_checked) {
     runner.Upload(batch);
     // max_qlen stays what the engine sized for; a request above it is an error the host does
     // not have, which the test only accepts after the host's own first error.
-    runner.Run(runner.Params(batch, *r, caps, max_qlen, kWalkModes[checked % 3]));
+    runner.Run(runner.Params(batch, *r, caps, max_qlen, checked % kNumWalkModes));
     const GpuPlanStatus st = runner.Status();
     ASSERT_EQ(st.code, want.code) << host.message() << " (gpu index " << st.index << ")";
     EXPECT_EQ(st.index, want.index) << host.message();
@@ -596,7 +625,7 @@ void CheckQlenAboveTheConfiguredMaximum(Runner& runner) {
   absl::StatusOr<Resolved> r = Resolve(batch, PlanOptions{});
   ASSERT_TRUE(r.ok());
   runner.Upload(batch);
-  runner.Run(runner.Params(batch, *r, FromPlanCapacity(r->capacity), 3, 8));
+  runner.Run(runner.Params(batch, *r, FromPlanCapacity(r->capacity), 3, 0));
   EXPECT_EQ(runner.Status().code, kGpuPlanQlenAboveMax);
   EXPECT_EQ(runner.Status().index, 0);
   EXPECT_EQ(runner.Status().value, 4);
@@ -632,7 +661,7 @@ void CheckSmallBuffers(Runner& runner, int iterations, int min_checked) {
       }
     }
     runner.Upload(batch);
-    runner.Run(runner.Params(batch, *r, caps, std::max(1, batch.max_qlen()), kWalkModes[iter % 3]));
+    runner.Run(runner.Params(batch, *r, caps, std::max(1, batch.max_qlen()), iter % kNumWalkModes));
     const GpuPlanStatus st = runner.Status();
     ASSERT_EQ(st.code, kGpuPlanBufferTooSmall) << message;
     EXPECT_EQ(st.index, named) << message;

@@ -158,7 +158,9 @@ inline constexpr int kGpuPlanProfileSlots = 9;
 const char* GpuPlannerParamsError(const GpuPlannerParams& params);
 
 // Dynamic shared memory bytes the kernel needs for these params' maxima (num_requests,
-// max_qlen, head_fold, tokens_per_tile, num_cu).
+// max_qlen, head_fold, tokens_per_tile, num_cu) with their jump tables. LaunchGpuPlanner
+// shrinks the tables (down to none) when the device holds less, so the least a launch
+// needs is this with jump_positions = 0.
 int64_t GpuPlannerSharedBytes(const GpuPlannerParams& params);
 
 // Enqueues the planner (one thread block) on `stream` (hipStream_t; nullptr: the default

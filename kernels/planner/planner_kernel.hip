@@ -80,18 +80,35 @@ const char* GpuPlannerParamsError(const GpuPlannerParams& p) {
 
 int64_t GpuPlannerSharedBytes(const GpuPlannerParams& p) { return MakeSmemLayout(p).bytes; }
 
-int LaunchGpuPlanner(const GpuPlannerParams& params, void* stream) {
-  if (GpuPlannerParamsError(params) != nullptr) return hipErrorInvalidValue;
+int LaunchGpuPlanner(const GpuPlannerParams& requested, void* stream) {
+  if (GpuPlannerParamsError(requested) != nullptr) return hipErrorInvalidValue;
+  constexpr int kMaxDevices = 64;
+  int device = 0;
+  if (hipError_t e = hipGetDevice(&device); e != hipSuccess) return e;
+  // The jump tables shrink to what the device's shared memory holds (read once per device).
+  static std::atomic<i64> device_limit[kMaxDevices];  // 0: not read yet
+  GpuPlannerParams params = requested;
+  if (device >= 0 && device < kMaxDevices) {
+    i64 limit = device_limit[device].load(std::memory_order_relaxed);
+    if (limit == 0) {
+      hipDeviceProp_t prop;
+      if (hipError_t e = hipGetDeviceProperties(&prop, device); e != hipSuccess) return e;
+#if defined(MLAPS_GPU_CUDA)
+      limit = static_cast<i64>(prop.sharedMemPerBlockOptin) - kStaticSmemBound;
+#else
+      limit = static_cast<i64>(prop.sharedMemPerBlock) - kStaticSmemBound;
+#endif
+      device_limit[device].store(limit, std::memory_order_relaxed);
+    }
+    params = gpu_planner::FitJumpTables(requested, limit);
+  }
   const int threads = gpu_planner::LaunchThreads(params);
   const KernelConsts consts = MakeConsts(params, threads);
   const i64 bytes = consts.smem.bytes;
   if (bytes > INT_MAX) return hipErrorInvalidValue;
   // Above the default 48 KiB of static + dynamic shared memory the kernel must opt in, once per
   // device and size.
-  constexpr int kMaxDevices = 64;
   static std::atomic<i64> opted_in[kMaxDevices];
-  int device = 0;
-  if (hipError_t e = hipGetDevice(&device); e != hipSuccess) return e;
   if (bytes + kStaticSmemBound > 48 * 1024 && device >= 0 && device < kMaxDevices &&
       opted_in[device].load(std::memory_order_relaxed) < bytes) {
     hipError_t e =

@@ -150,6 +150,19 @@ inline SmemLayout MakeSmemLayout(const GpuPlannerParams& p) {
   return l;
 }
 
+// `p` with its jump tables shrunk (down to none) so that the launch's dynamic shared memory
+// fits `limit` bytes: they only speed the walk up (the plan is the same for every
+// jump_positions). Unchanged when it fits already, or when nothing would (the launch then
+// fails with the device's error).
+inline GpuPlannerParams FitJumpTables(GpuPlannerParams p, i64 limit) {
+  if (MakeSmemLayout(p).bytes <= limit) return p;
+  GpuPlannerParams none = p;
+  none.jump_positions = 0;
+  const i64 room = limit - MakeSmemLayout(none).bytes;  // 2 positions per 8 aligned bytes
+  p.jump_positions = room < 8 ? 0 : static_cast<int>(std::min<i64>(p.jump_positions, room / 8 * 2));
+  return p;
+}
+
 // What the host derives once from the params (static per graph), so the device does not.
 struct KernelConsts {
   SmemLayout smem;

@@ -37,9 +37,13 @@ class EmulatedPlanner {
   static constexpr int64_t kSharedLimit = 227 * 1024 - gpu_planner::kStaticSmemBound;
 
   const char* Name() const { return "emulated"; }
-  int64_t SharedLimit() const { return kSharedLimit; }
+  int64_t SharedLimit() const { return shared_limit_; }
+  // A smaller device (the launch fits the jump tables to it).
+  void set_shared_limit(int64_t limit) { shared_limit_ = limit; }
   int64_t SharedBytes(const GpuPlannerParams& p) const {
-    return gpu_planner::MakeSmemLayout(p).bytes;
+    GpuPlannerParams least = p;
+    least.jump_positions = 0;
+    return gpu_planner::MakeSmemLayout(least).bytes;
   }
   bool Fits(const Batch&, const Capacities&) const { return true; }
   GpuPlannerParams Params(const Batch& batch, const Resolved& resolved, const Capacities& caps,
@@ -49,13 +53,15 @@ class EmulatedPlanner {
     return ParamsFor(batch, resolved, caps, max_qlen, walk, inputs_.data(), Aligned(), slab_);
   }
   void Upload(const Batch& batch) { inputs_ = InputSlab(batch); }
-  // Sentinel-fills the outputs, runs the kernel's one block as LaunchGpuPlanner would.
-  void Run(const GpuPlannerParams& p) {
+  // Sentinel-fills the outputs, runs the kernel's one block as LaunchGpuPlanner would (the
+  // jump tables shrunk to the shared memory).
+  void Run(const GpuPlannerParams& requested) {
+    const GpuPlannerParams p = gpu_planner::FitJumpTables(requested, shared_limit_);
     ASSERT_EQ(p.qo_indptr, inputs_.data()) << "Params and Upload must see the same batch";
     std::fill(outputs_.begin(), outputs_.end(), kSentinel);
     const gpu_planner::KernelConsts consts =
         gpu_planner::MakeConsts(p, gpu_planner::LaunchThreads(p));
-    ASSERT_LE(consts.smem.bytes, kSharedLimit);
+    ASSERT_LE(consts.smem.bytes, shared_limit_);
     const std::string error =
         mlaps_emu::Launch(dim3(1), dim3(gpu_planner::LaunchThreads(p)), consts.smem.bytes,
                           [&] { gpu_planner::GpuPlanKernel(p, consts); });
@@ -79,6 +85,7 @@ class EmulatedPlanner {
     return outputs_.data() + ((16 - at % 16) % 16) / 4;
   }
 
+  int64_t shared_limit_ = kSharedLimit;
   std::vector<int32_t> inputs_;
   std::vector<int32_t> outputs_;
   SlabLayout slab_;
@@ -97,6 +104,34 @@ TEST(GpuPlannerEmuTest, RandomBatchesMatchHost) {
 TEST(GpuPlannerEmuTest, InvalidBatchesReportTheHostsFirstErrorAndWriteNothing) {
   EmulatedPlanner runner;
   CheckInvalidBatches(runner, 300, 100);
+}
+
+// A device whose shared memory leaves less room than the default jump tables take: the
+// launch shrinks them to the room left (none when there is none) and the plan stays the
+// host's, in every walk mode.
+TEST(GpuPlannerEmuTest, JumpTablesShrinkToTheSharedMemoryLeft) {
+  const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 64, 1, 4096, 64);
+  absl::StatusOr<Resolved> r = Resolve(batch, PlanOptions{});
+  ASSERT_TRUE(r.ok());
+  EmulatedPlanner runner;
+  const GpuPlannerParams p =
+      runner.Params(batch, *r, FromPlanCapacity(r->capacity), batch.max_qlen(), 0);
+  ASSERT_EQ(p.jump_positions, kDefaultJumpPositions);
+  const int64_t least = runner.SharedBytes(p), full = gpu_planner::MakeSmemLayout(p).bytes;
+  ASSERT_EQ(full, least + 4 * kDefaultJumpPositions);
+  // Room for 6000 positions (the batch's cost axis has 64 x 65 + 1 = 4161): they still walk.
+  const GpuPlannerParams fitted = gpu_planner::FitJumpTables(p, least + 4 * 6000 + 7);
+  EXPECT_EQ(fitted.jump_positions, 6000);
+  EXPECT_EQ(gpu_planner::MakeSmemLayout(fitted).bytes, least + 4 * 6000);
+  EXPECT_EQ(gpu_planner::FitJumpTables(p, least + 7).jump_positions, 0);
+  EXPECT_EQ(gpu_planner::FitJumpTables(p, full).jump_positions, kDefaultJumpPositions);
+  for (int64_t limit : {least + 4 * 6000, least + 4 * 2000, least}) {
+    runner.set_shared_limit(limit);
+    MatchStats stats;
+    EXPECT_EQ(PlanAndCompare(runner, batch, PlanOptions{}, &stats), "") << limit - least;
+    EXPECT_EQ(stats.identical, 1);
+    EXPECT_EQ(stats.jumped, limit == least + 4 * 6000 ? 1 : 0) << limit - least;
+  }
 }
 
 TEST(GpuPlannerEmuTest, QlenAboveTheConfiguredMaximumIsReported) {

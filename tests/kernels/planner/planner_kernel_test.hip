@@ -68,7 +68,11 @@ class GpuPlanner {
 
   const char* Name() const { return "gpu"; }
   int64_t SharedLimit() const { return DeviceSharedLimit(); }
-  int64_t SharedBytes(const GpuPlannerParams& p) const { return GpuPlannerSharedBytes(p); }
+  int64_t SharedBytes(const GpuPlannerParams& p) const {
+    GpuPlannerParams least = p;  // the launch shrinks the jump tables to what is left
+    least.jump_positions = 0;
+    return GpuPlannerSharedBytes(least);
+  }
   bool Fits(const Batch& batch, const Capacities& caps) const {
     return InputWords(batch) <= kMaxInputWords && SlabFor(caps).used_words <= kMaxOutputWords;
   }

@@ -8,7 +8,8 @@
 //   const char* Name();                       // "gpu" / "emulated", for the progress lines
 //   bool Fits(const Batch&, const Capacities&);
 //   int64_t SharedLimit();                    // the most dynamic shared memory a launch gets
-//   int64_t SharedBytes(const GpuPlannerParams&);  // what a launch of these params needs
+//   int64_t SharedBytes(const GpuPlannerParams&);  // the least a launch of these params
+//                                                  // needs (its jump tables shrink to fit)
 //   GpuPlannerParams Params(const Batch&, const Resolved&, const Capacities&, int max_qlen,
 //                           int walk);  // index into kWalkModes
 //   void Upload(const Batch&);                // the batch arrays as the kernel reads them

@@ -69,7 +69,8 @@ struct SmemSm90 {
   static constexpr int kQFull = kQLanded + 1;
   static constexpr int kQEmpty = kQFull + 1;
   static constexpr int kStats = kQEmpty + 1;
-  static constexpr int kNumBars = kStats + 1;
+  static constexpr int kRowLFull = kStats + 1;  //   [item % 2]: both consumers' row sums
+  static constexpr int kNumBars = kRowLFull + 2;
   static constexpr int kUsed = kBars + kNumBars * 8;
   // The 128-byte swizzle repeats every 1024 bytes and wgmma assumes chunk bases on that
   // grid: the dynamic shared memory base is rounded up to it.
@@ -330,6 +331,9 @@ struct Sm90Bars {
   __device__ uint32_t QFull() const { return base + 8 * SmemSm90::kQFull; }
   __device__ uint32_t QEmpty() const { return base + 8 * SmemSm90::kQEmpty; }
   __device__ uint32_t Stats() const { return base + 8 * SmemSm90::kStats; }
+  __device__ uint32_t RowLFull(uint32_t item) const {
+    return base + 8 * (SmemSm90::kRowLFull + (item & 1));
+  }
 };
 
 // The blocks of an item: (e_lim - begin) / 64 rounded up, the same in every thread.
@@ -561,8 +565,12 @@ __device__ int RunConsumerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
     const float lq = QuadSum(st.l[h]);
     if (quad == 0) row_l[kW * 64 + r0 + 8 * h] = lq;
   }
-  // Both consumers, from their own template instances: the non-aligned barrier.
-  MLAPS_SM90_TIMED(7, NamedBarrierSyncAcrossBranches(1, 2 * kSm90WgThreads));
+  // Both consumers' sums, by an mbarrier (use k of buffer item % 2 completes phase k): it
+  // orders the other's reads of item - 2 before these writes too (each consumer arrives for
+  // item - 1 after reading item - 2), and compute-sanitizer racecheck follows it, which it
+  // does not for a named barrier reached from two template instances.
+  MbarArrive(steps.bars.RowLFull(item));
+  MLAPS_SM90_TIMED(7, MbarWait(steps.bars.RowLFull(item), (item >> 1) & 1));
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = r0 + 8 * h;
@@ -700,14 +708,15 @@ __global__ void __launch_bounds__(kSm90Threads, 1) MLAPS_SM90_KERNEL(const MlaDe
   if (threadIdx.x == 0) {
     const uint32_t bars = SmemAddr(smem) + SmemSm90::kBars;
     // landed, q_landed: the copy threads' cp.async arrivals; full, q_full: the converters;
-    // empty, stats: one consumer; q_empty: both.
+    // empty, stats: one consumer; q_empty, row_l_full: both.
     for (int b = 0; b < SmemSm90::kNumBars; ++b) {
       const bool copy = (b >= SmemSm90::kLanded && b < SmemSm90::kEmpty) || b == SmemSm90::kQLanded;
       const bool convert = b < SmemSm90::kLanded || b == SmemSm90::kQFull;
-      MbarInit(bars + 8 * b, copy                     ? kSm90CopyThreads
-                             : convert                ? kSm90ConvertThreads
-                             : b == SmemSm90::kQEmpty ? 2 * kSm90WgThreads
-                                                      : kSm90WgThreads);
+      MbarInit(bars + 8 * b, copy      ? kSm90CopyThreads
+                             : convert ? kSm90ConvertThreads
+                             : b == SmemSm90::kQEmpty || b >= SmemSm90::kRowLFull
+                                 ? 2 * kSm90WgThreads
+                                 : kSm90WgThreads);
     }
   }
   MLAPS_SM90_TIMES_BEGIN();

@@ -76,9 +76,6 @@ __device__ __forceinline__ void FenceProxyAsync() {}
 __device__ __forceinline__ void NamedBarrierSync(int id, int threads) {
   mlaps_emu::NamedBarrierSync(id, threads);
 }
-__device__ __forceinline__ void NamedBarrierSyncAcrossBranches(int id, int threads) {
-  mlaps_emu::NamedBarrierSync(id, threads);
-}
 __device__ __forceinline__ void WgmmaFence() { mlaps_emu::WgmmaFence(); }
 __device__ __forceinline__ void WgmmaCommit() { mlaps_emu::WgmmaCommit(); }
 template <int kPending>
@@ -206,13 +203,6 @@ __device__ __forceinline__ void FenceProxyAsync() {
 // them at this one instruction (bar.sync is barrier.sync.aligned).
 __device__ __forceinline__ void NamedBarrierSync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-// The same barrier for participants that reach it from different instructions (warpgroups in
-// different role branches or template instances): the non-.aligned form, which PTX allows
-// there (the .aligned one is undefined; compute-sanitizer synccheck reports it as "Divergent
-// thread(s) in block").
-__device__ __forceinline__ void NamedBarrierSyncAcrossBranches(int id, int threads) {
-  asm volatile("barrier.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 __device__ __forceinline__ void WgmmaFence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");

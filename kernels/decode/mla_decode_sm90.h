@@ -270,7 +270,9 @@ __device__ __forceinline__ void ConvertChunk(int c, int vtid, uint32_t tile, uin
                      make_uint4(E4m3x2ToF16x2(v.z & 0xffffu), E4m3x2ToF16x2(v.z >> 16),
                                 E4m3x2ToF16x2(v.w & 0xffffu), E4m3x2ToF16x2(v.w >> 16)));
     }
-    NamedBarrierSync(4, kSm90ConvertThreads);  // the next chunk's staging half may be read
+    // No barrier after the writes: the next chunk's raw units are in its own chunk, and a
+    // chunk's staging half is refilled only after the consumers freed its slot, i.e. after
+    // every converter published (read) it.
   } else {
     const int unit = vtid % 8, row0 = vtid / 8;
 #pragma unroll 2

@@ -163,6 +163,11 @@ const char* GpuPlannerParamsError(const GpuPlannerParams& params);
 // needs is this with jump_positions = 0.
 int64_t GpuPlannerSharedBytes(const GpuPlannerParams& params);
 
+// The most dynamic shared memory a planner launch may use on `device`: the device's opt-in
+// per-block limit on NVIDIA (its per-block limit on AMD) less the kernel's static part; 0
+// when the device's properties cannot be read. Read once per device.
+int64_t GpuPlannerSharedLimit(int device);
+
 // Enqueues the planner (one thread block) on `stream` (hipStream_t; nullptr: the default
 // stream); capturable into a graph. Returns 0 (hipSuccess), hipErrorInvalidValue (1) when
 // GpuPlannerParamsError(params) != nullptr (nothing is enqueued), or the launch's error (for

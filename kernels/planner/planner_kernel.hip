@@ -22,6 +22,8 @@ using gpu_planner::MaxTiles;
 
 bool IsPowerOfTwo(i64 v) { return v > 0 && (v & (v - 1)) == 0; }
 
+constexpr int kMaxDevices = 64;  // devices whose limits and opt-ins are kept
+
 }  // namespace
 
 const char* GpuPlannerParamsError(const GpuPlannerParams& p) {
@@ -80,28 +82,32 @@ const char* GpuPlannerParamsError(const GpuPlannerParams& p) {
 
 int64_t GpuPlannerSharedBytes(const GpuPlannerParams& p) { return MakeSmemLayout(p).bytes; }
 
+int64_t GpuPlannerSharedLimit(int device) {
+  static std::atomic<i64> limits[kMaxDevices];  // 0: not read yet
+  const bool cached = device >= 0 && device < kMaxDevices;
+  i64 limit = cached ? limits[device].load(std::memory_order_relaxed) : 0;
+  if (limit > 0) return limit;
+  hipDeviceProp_t prop;
+  if (hipGetDeviceProperties(&prop, device) != hipSuccess) return 0;
+#if defined(MLAPS_GPU_CUDA)
+  limit = static_cast<i64>(prop.sharedMemPerBlockOptin) - kStaticSmemBound;
+#else
+  limit = static_cast<i64>(prop.sharedMemPerBlock) - kStaticSmemBound;
+#endif
+  limit = std::max<i64>(limit, 0);
+  if (cached) limits[device].store(limit, std::memory_order_relaxed);
+  return limit;
+}
+
 int LaunchGpuPlanner(const GpuPlannerParams& requested, void* stream) {
   if (GpuPlannerParamsError(requested) != nullptr) return hipErrorInvalidValue;
-  constexpr int kMaxDevices = 64;
   int device = 0;
   if (hipError_t e = hipGetDevice(&device); e != hipSuccess) return e;
-  // The jump tables shrink to what the device's shared memory holds (read once per device).
-  static std::atomic<i64> device_limit[kMaxDevices];  // 0: not read yet
-  GpuPlannerParams params = requested;
-  if (device >= 0 && device < kMaxDevices) {
-    i64 limit = device_limit[device].load(std::memory_order_relaxed);
-    if (limit == 0) {
-      hipDeviceProp_t prop;
-      if (hipError_t e = hipGetDeviceProperties(&prop, device); e != hipSuccess) return e;
-#if defined(MLAPS_GPU_CUDA)
-      limit = static_cast<i64>(prop.sharedMemPerBlockOptin) - kStaticSmemBound;
-#else
-      limit = static_cast<i64>(prop.sharedMemPerBlock) - kStaticSmemBound;
-#endif
-      device_limit[device].store(limit, std::memory_order_relaxed);
-    }
-    params = gpu_planner::FitJumpTables(requested, limit);
-  }
+  // The jump tables shrink to what the device's shared memory holds (unknown: as asked; the
+  // launch then reports what does not fit).
+  const i64 limit = GpuPlannerSharedLimit(device);
+  const GpuPlannerParams params =
+      limit > 0 ? gpu_planner::FitJumpTables(requested, limit) : requested;
   const int threads = gpu_planner::LaunchThreads(params);
   const KernelConsts consts = MakeConsts(params, threads);
   const i64 bytes = consts.smem.bytes;

@@ -26,21 +26,6 @@ using namespace ::mlaps::testing;  // NOLINT: the shared checks and their vocabu
     ASSERT_EQ(e_, hipSuccess) << #expr << ": " << hipGetErrorString(e_); \
   } while (0)
 
-// The most dynamic shared memory one block may use on device 0 (less the kernel's static
-// shared memory, a few KiB).
-int64_t DeviceSharedLimit() {
-  static const int64_t limit = [] {
-    hipDeviceProp_t prop;
-    if (hipGetDeviceProperties(&prop, 0) != hipSuccess) return int64_t{0};
-#if defined(MLAPS_GPU_CUDA)
-    return static_cast<int64_t>(prop.sharedMemPerBlockOptin) - 4096;
-#else
-    return static_cast<int64_t>(prop.sharedMemPerBlock) - 4096;
-#endif
-  }();
-  return limit;
-}
-
 // Device memory for one plan at a time: the inputs in one slab, the six outputs (each with
 // guard words after its capacity) and the status in another, so a run is one upload, one
 // memset, one launch and one download. The Runner of planner_kernel_testing.h.
@@ -67,7 +52,7 @@ class GpuPlanner {
   }
 
   const char* Name() const { return "gpu"; }
-  int64_t SharedLimit() const { return DeviceSharedLimit(); }
+  int64_t SharedLimit() const { return GpuPlannerSharedLimit(0); }
   int64_t SharedBytes(const GpuPlannerParams& p) const {
     GpuPlannerParams least = p;  // the launch shrinks the jump tables to what is left
     least.jump_positions = 0;
@@ -204,6 +189,15 @@ TEST_F(GpuPlannerTest, BadParamsAreRefusedWithoutLaunching) {
   p = good;
   p.fixed_overhead = -1;  // must be resolved on the host
   EXPECT_EQ(LaunchGpuPlanner(p, gpu_.stream()), hipErrorInvalidValue);
+  for (int positions : {-1, 65537}) {  // 16-bit positions
+    p = good;
+    p.jump_positions = positions;
+    EXPECT_NE(GpuPlannerParamsError(p), nullptr);
+    EXPECT_EQ(LaunchGpuPlanner(p, gpu_.stream()), hipErrorInvalidValue);
+  }
+  p = good;
+  p.jump_positions = 65536;
+  EXPECT_EQ(GpuPlannerParamsError(p), nullptr);
 }
 
 }  // namespace

@@ -184,6 +184,28 @@ TEST(MlaDecodeSm90F16EmuTest, Fp8LongSplitItems) {
                 "fp8 H64 q2 ctx900 cu3");
 }
 
+// fp8 on one CU: six items of 1 to 9 kv blocks, so the e4m3 staging halves of both slots and
+// of the Q tile are refilled across items; page size 1 and a partial last block in most items.
+TEST(MlaDecodeSm90F16EmuTest, Fp8ManyItemsOnOneBlock) {
+  const Batch batch =
+      MakeVarlenBatch(Arch::kSm90, DType::kFp8, 64, {560, 64, 129, 1, 300, 65}, 1, 1);
+  const WorkPlan plan = PlanForTest(batch, 1);
+  ASSERT_EQ(plan.num_works(), 6);
+  CheckSm90Case(kF16Tile, sim::MakeDecodeCase(batch, 26, 0.6, 1.5), plan, "fp8 H64 q1 6 items cu1");
+}
+
+// A bad page id on the fp8 path: reported (the kernel reads zeros for it instead).
+TEST(MlaDecodeSm90F16EmuTest, Fp8StatusWordReportsABadPage) {
+  const Batch batch = MakeVarlenBatch(Arch::kSm90, DType::kFp8, 64, {40, 200}, 1, 16);
+  sim::DecodeCase c = sim::MakeDecodeCase(batch, 27);
+  c.kv_indices[7] = -3;  // request 1's fifth page: kv block 1 of its item
+  const DecodeRunResult got = RunSm90(kF16Tile, c, PlanForTest(batch, 1));
+  EXPECT_EQ(got.error, "");
+  EXPECT_EQ(got.status.code, kMlaBadPageId);
+  EXPECT_EQ(got.status.index, 7);
+  EXPECT_EQ(got.status.value, -3);
+}
+
 TEST(MlaDecodeSm90F16EmuTest, StatusWordReportsABf16ValueBeyondF16) {
   const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 1, 1, 70, 64);
   sim::DecodeCase c = sim::MakeDecodeCase(batch, 25);

@@ -403,12 +403,18 @@ struct ConsumerSteps {
 
   // Own block i (sequence number n = seq + i, slot kW): softmax of S(i), P published, our
   // P V(i).
+  // kRemotePending: S(i) retired in Remote(i - 1), whose P V is still in flight; it retires
+  // after the softmax, before O is touched.
+  template <bool kRemotePending>
   __device__ __forceinline__ void Own(ConsumerState& st, int i) const {
     using L = SmemSm90;
     MLAPS_SM90_MARK(1, seq + i);
-    MLAPS_SM90_TIMED(1, WgmmaWait<0>());  // S(i)
-    PinAccumulators(st.s);
-    PinAccumulators(st.o);
+    if constexpr (!kRemotePending) {
+      MLAPS_SM90_TIMED(1, WgmmaWait<0>());  // S(i)
+      PinAccumulators(st.s);
+      PinAccumulators(st.o);
+    }
+
     if (i + 2 >= nblk) MbarArrive(bars.QEmpty());  // the item's last S of this warpgroup
     MLAPS_SM90_TIC(t_softmax);
     int lim[2];
@@ -417,21 +423,22 @@ struct ConsumerSteps {
       const int d = st.vend[h] - i * L::kTokens;
       lim[h] = d < 0 ? 0 : d > L::kTokens ? L::kTokens : d;
     }
+    // S stays read-only: writing an accumulator register while our remote P V is in flight
+    // makes ptxas serialize every wgmma (C7515), so the scaled, masked logit is recomputed
+    // where it is used. No mask when every row of the warp sees the whole block (all but an
+    // item's last blocks).
+    const bool whole = __ballot64(lim[0] < L::kTokens || lim[1] < L::kTokens) == 0;
+    auto live = [&](int e) {
+      return whole || 8 * (e >> 2) + 2 * quad + (e & 1) < lim[(e >> 1) & 1];
+    };
+    auto logit = [&](int e) { return live(e) ? st.s[e] * scale_log2 : NegInf(); };
     float mx[2] = {NegInf(), NegInf()};
-    // No mask when every row of the warp sees the whole block (all but an item's last blocks).
-    if (__ballot64(lim[0] < L::kTokens || lim[1] < L::kTokens) == 0) {
+    if (whole) {
 #pragma unroll
-      for (int e = 0; e < 32; ++e) {
-        st.s[e] *= scale_log2;
-        mx[(e >> 1) & 1] = MaxF(mx[(e >> 1) & 1], st.s[e]);
-      }
+      for (int e = 0; e < 32; ++e) mx[(e >> 1) & 1] = MaxF(mx[(e >> 1) & 1], st.s[e] * scale_log2);
     } else {
 #pragma unroll
-      for (int e = 0; e < 32; ++e) {
-        const int h = (e >> 1) & 1;
-        st.s[e] = 8 * (e >> 2) + 2 * quad + (e & 1) < lim[h] ? st.s[e] * scale_log2 : NegInf();
-        mx[h] = MaxF(mx[h], st.s[e]);
-      }
+      for (int e = 0; e < 32; ++e) mx[(e >> 1) & 1] = MaxF(mx[(e >> 1) & 1], logit(e));
     }
     float m_use[2], alpha[2];
 #pragma unroll
@@ -449,8 +456,9 @@ struct ConsumerSteps {
     for (int j = 0; j < 8; ++j) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const float p0 = exp2f(st.s[4 * j + 2 * h] - m_use[h]);
-        const float p1 = exp2f(st.s[4 * j + 2 * h + 1] - m_use[h]);
+        const int e = 4 * j + 2 * h;
+        const float p0 = live(e) ? exp2f(fmaf(st.s[e], scale_log2, -m_use[h])) : 0.0f;
+        const float p1 = live(e + 1) ? exp2f(fmaf(st.s[e + 1], scale_log2, -m_use[h])) : 0.0f;
         st.l[h] += p0 + p1;
         const int row = r0 + 8 * h;
         StoreShared32(p_tile + row * 128 + ((j ^ (row & 7)) << 4) + 4 * quad, PackF16x2(p0, p1));
@@ -467,7 +475,8 @@ struct ConsumerSteps {
     MLAPS_SM90_TIMED(14, FenceProxyAsync());  // P is read by wgmma (ours and the other's)
     MbarArrive(bars.Stats());
     MLAPS_SM90_TIMED(2, NamedBarrierSync(2 + kW, kSm90WgThreads));  // all of P written first
-    ScaleRowsIfMoved(st.o, alpha[0], alpha[1]);  // no P V in flight: Remote waited for its own
+    if constexpr (kRemotePending) RetireRemote(st, i - 1);
+    ScaleRowsIfMoved(st.o, alpha[0], alpha[1]);  // no P V in flight
     PinAccumulators(st.o);
     WgmmaFence();
     IssuePvSharedP(base + L::kKv + kW * L::kTile, kW, st.o);
@@ -477,15 +486,18 @@ struct ConsumerSteps {
     MbarArrive(bars.Empty(kW, kW));
   }
 
-  // The other's block i: its statistics and P (in its slot), our P V(i), which retires here
-  // (a wgmma in flight across the loop's back edge makes ptxas serialize every wgmma, C7511 /
-  // C7515; meanwhile the other consumer's work keeps the tensor cores busy).
+  // The other's block i: its statistics and P (in its slot), our P V(i), retired by our next
+  // own block's Own after its softmax (or by RetireRemote at the item's end; a wgmma in flight
+  // across the loop's back edge makes ptxas serialize every wgmma, C7511 / C7515).
   __device__ __forceinline__ void Remote(ConsumerState& st, int i) const {
     using L = SmemSm90;
     const uint32_t n = seq + i;
     MLAPS_SM90_MARK(2, n);
     MLAPS_SM90_TIMED(4, MbarWait(bars.Stats(), n & 1));
-    WgmmaWait<0>();  // nothing is in flight here (for ptxas's view of the paths)
+    // S of our next own block, issued before this step, retires here, before our P V is
+    // issued: its registers are then written by the softmax while only that P V is in flight
+    // (retiring S later, behind the P V, makes ptxas serialize every wgmma: C7515).
+    WgmmaWait<0>();
     PinAccumulators(st.s);
     PinAccumulators(st.o);
     float alpha[2];
@@ -504,6 +516,11 @@ struct ConsumerSteps {
     WgmmaFence();
     IssuePvSharedP(base + L::kKv + (n & 1) * L::kTile, kW, st.o);
     WgmmaCommit();
+  }
+
+  // Our P V of the other's block i retired: its slot half is free.
+  __device__ __forceinline__ void RetireRemote(ConsumerState& st, int i) const {
+    const uint32_t n = seq + i;
     MLAPS_SM90_TIMED(5, WgmmaWait<0>());
     PinAccumulators(st.o);
     MbarArrive(bars.Empty(n & 1, kW));
@@ -551,13 +568,15 @@ __device__ int RunConsumerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
   int k = first_own == 0 ? 1 : 0;
   if (first_own == 0 && nblk > 0) {
     IssueScores<kW>(steps.bars, base, seq, st.s);
-    steps.Own(st, 0);
+    steps.template Own<false>(st, 0);
   }
   for (; k < nblk; k += 2) {
+    if (k + 1 < nblk) IssueScores<kW>(steps.bars, base, seq + k + 1, st.s);
     steps.Remote(st, k);
     if (k + 1 < nblk) {
-      IssueScores<kW>(steps.bars, base, seq + k + 1, st.s);
-      steps.Own(st, k + 1);
+      steps.template Own<true>(st, k + 1);
+    } else {
+      steps.RetireRemote(st, k);
     }
   }
   WgmmaWait<0>();

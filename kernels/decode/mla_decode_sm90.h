@@ -89,18 +89,13 @@ constexpr int kSm90WgThreads = 128;
 // .dec returns to the block's pool: a split above 3 x 168 leaves a consumer waiting forever
 // (seen on the H200). Consumers hold half of O (128) + S (32) + addressing.
 constexpr int kSm90EntryRegs = 65536 / kSm90Threads / 8 * 8;
-// The e4m3 producer stages most of a kv block in registers (56 of them, StageItemSm90), so fp8
-// trades 16 consumer registers for it.
 #if defined(MLAPS_SM90_PROBE_CONSUMER_REGS)  // probe variants only
-template <bool kFp8>
 constexpr int kSm90ConsumerRegs = MLAPS_SM90_PROBE_CONSUMER_REGS;
 #else
-template <bool kFp8>
-constexpr int kSm90ConsumerRegs = kFp8 ? 208 : 224;
+constexpr int kSm90ConsumerRegs = 224;
 #endif
-template <bool kFp8>
-constexpr int kSm90ProducerRegs = 3 * kSm90EntryRegs - 2 * kSm90ConsumerRegs<kFp8>;
-static_assert(kSm90ProducerRegs<false> >= 40 && kSm90ProducerRegs<true> >= 40,
+constexpr int kSm90ProducerRegs = 56;
+static_assert(2 * kSm90ConsumerRegs + kSm90ProducerRegs <= 3 * kSm90EntryRegs,
               "setmaxnreg takes no more registers than the launch gave the block");
 
 #if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
@@ -403,18 +398,12 @@ struct ConsumerSteps {
 
   // Own block i (sequence number n = seq + i, slot kW): softmax of S(i), P published, our
   // P V(i).
-  // kRemotePending: S(i) retired in Remote(i - 1), whose P V is still in flight; it retires
-  // after the softmax, before O is touched.
-  template <bool kRemotePending>
   __device__ __forceinline__ void Own(ConsumerState& st, int i) const {
     using L = SmemSm90;
     MLAPS_SM90_MARK(1, seq + i);
-    if constexpr (!kRemotePending) {
-      MLAPS_SM90_TIMED(1, WgmmaWait<0>());  // S(i)
-      PinAccumulators(st.s);
-      PinAccumulators(st.o);
-    }
-
+    MLAPS_SM90_TIMED(1, WgmmaWait<0>());  // S(i)
+    PinAccumulators(st.s);
+    PinAccumulators(st.o);
     if (i + 2 >= nblk) MbarArrive(bars.QEmpty());  // the item's last S of this warpgroup
     MLAPS_SM90_TIC(t_softmax);
     int lim[2];
@@ -423,22 +412,21 @@ struct ConsumerSteps {
       const int d = st.vend[h] - i * L::kTokens;
       lim[h] = d < 0 ? 0 : d > L::kTokens ? L::kTokens : d;
     }
-    // S stays read-only: writing an accumulator register while our remote P V is in flight
-    // makes ptxas serialize every wgmma (C7515), so the scaled, masked logit is recomputed
-    // where it is used. No mask when every row of the warp sees the whole block (all but an
-    // item's last blocks).
-    const bool whole = __ballot64(lim[0] < L::kTokens || lim[1] < L::kTokens) == 0;
-    auto live = [&](int e) {
-      return whole || 8 * (e >> 2) + 2 * quad + (e & 1) < lim[(e >> 1) & 1];
-    };
-    auto logit = [&](int e) { return live(e) ? st.s[e] * scale_log2 : NegInf(); };
     float mx[2] = {NegInf(), NegInf()};
-    if (whole) {
+    // No mask when every row of the warp sees the whole block (all but an item's last blocks).
+    if (__ballot64(lim[0] < L::kTokens || lim[1] < L::kTokens) == 0) {
 #pragma unroll
-      for (int e = 0; e < 32; ++e) mx[(e >> 1) & 1] = MaxF(mx[(e >> 1) & 1], st.s[e] * scale_log2);
+      for (int e = 0; e < 32; ++e) {
+        st.s[e] *= scale_log2;
+        mx[(e >> 1) & 1] = MaxF(mx[(e >> 1) & 1], st.s[e]);
+      }
     } else {
 #pragma unroll
-      for (int e = 0; e < 32; ++e) mx[(e >> 1) & 1] = MaxF(mx[(e >> 1) & 1], logit(e));
+      for (int e = 0; e < 32; ++e) {
+        const int h = (e >> 1) & 1;
+        st.s[e] = 8 * (e >> 2) + 2 * quad + (e & 1) < lim[h] ? st.s[e] * scale_log2 : NegInf();
+        mx[h] = MaxF(mx[h], st.s[e]);
+      }
     }
     float m_use[2], alpha[2];
 #pragma unroll
@@ -456,9 +444,8 @@ struct ConsumerSteps {
     for (int j = 0; j < 8; ++j) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int e = 4 * j + 2 * h;
-        const float p0 = live(e) ? exp2f(fmaf(st.s[e], scale_log2, -m_use[h])) : 0.0f;
-        const float p1 = live(e + 1) ? exp2f(fmaf(st.s[e + 1], scale_log2, -m_use[h])) : 0.0f;
+        const float p0 = exp2f(st.s[4 * j + 2 * h] - m_use[h]);
+        const float p1 = exp2f(st.s[4 * j + 2 * h + 1] - m_use[h]);
         st.l[h] += p0 + p1;
         const int row = r0 + 8 * h;
         StoreShared32(p_tile + row * 128 + ((j ^ (row & 7)) << 4) + 4 * quad, PackF16x2(p0, p1));
@@ -475,8 +462,7 @@ struct ConsumerSteps {
     MLAPS_SM90_TIMED(14, FenceProxyAsync());  // P is read by wgmma (ours and the other's)
     MbarArrive(bars.Stats());
     MLAPS_SM90_TIMED(2, NamedBarrierSync(2 + kW, kSm90WgThreads));  // all of P written first
-    if constexpr (kRemotePending) RetireRemote(st, i - 1);
-    ScaleRowsIfMoved(st.o, alpha[0], alpha[1]);  // no P V in flight
+    ScaleRowsIfMoved(st.o, alpha[0], alpha[1]);  // no P V in flight: Remote waited for its own
     PinAccumulators(st.o);
     WgmmaFence();
     IssuePvSharedP(base + L::kKv + kW * L::kTile, kW, st.o);
@@ -486,18 +472,15 @@ struct ConsumerSteps {
     MbarArrive(bars.Empty(kW, kW));
   }
 
-  // The other's block i: its statistics and P (in its slot), our P V(i), retired by our next
-  // own block's Own after its softmax (or by RetireRemote at the item's end; a wgmma in flight
-  // across the loop's back edge makes ptxas serialize every wgmma, C7511 / C7515).
+  // The other's block i: its statistics and P (in its slot), our P V(i), which retires here
+  // (a wgmma in flight across the loop's back edge makes ptxas serialize every wgmma, C7511 /
+  // C7515; meanwhile the other consumer's work keeps the tensor cores busy).
   __device__ __forceinline__ void Remote(ConsumerState& st, int i) const {
     using L = SmemSm90;
     const uint32_t n = seq + i;
     MLAPS_SM90_MARK(2, n);
     MLAPS_SM90_TIMED(4, MbarWait(bars.Stats(), n & 1));
-    // S of our next own block, issued before this step, retires here, before our P V is
-    // issued: its registers are then written by the softmax while only that P V is in flight
-    // (retiring S later, behind the P V, makes ptxas serialize every wgmma: C7515).
-    WgmmaWait<0>();
+    WgmmaWait<0>();  // nothing is in flight here (for ptxas's view of the paths)
     PinAccumulators(st.s);
     PinAccumulators(st.o);
     float alpha[2];
@@ -516,11 +499,6 @@ struct ConsumerSteps {
     WgmmaFence();
     IssuePvSharedP(base + L::kKv + (n & 1) * L::kTile, kW, st.o);
     WgmmaCommit();
-  }
-
-  // Our P V of the other's block i retired: its slot half is free.
-  __device__ __forceinline__ void RetireRemote(ConsumerState& st, int i) const {
-    const uint32_t n = seq + i;
     MLAPS_SM90_TIMED(5, WgmmaWait<0>());
     PinAccumulators(st.o);
     MbarArrive(bars.Empty(n & 1, kW));
@@ -568,15 +546,13 @@ __device__ int RunConsumerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
   int k = first_own == 0 ? 1 : 0;
   if (first_own == 0 && nblk > 0) {
     IssueScores<kW>(steps.bars, base, seq, st.s);
-    steps.template Own<false>(st, 0);
+    steps.Own(st, 0);
   }
   for (; k < nblk; k += 2) {
-    if (k + 1 < nblk) IssueScores<kW>(steps.bars, base, seq + k + 1, st.s);
     steps.Remote(st, k);
     if (k + 1 < nblk) {
-      steps.template Own<true>(st, k + 1);
-    } else {
-      steps.RetireRemote(st, k);
+      IssueScores<kW>(steps.bars, base, seq + k + 1, st.s);
+      steps.Own(st, k + 1);
     }
   }
   WgmmaWait<0>();
@@ -708,181 +684,12 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
   }
 }
 
-// ---- The e4m3 producer: one kv block ahead in registers --------------------------------------
-
-// An e4m3 row is half an f16 row, so most of a 64-token block (36 KB) fits the producer
-// warpgroup's registers: thread ptid holds 16-byte unit ptid % 4 of rows ptid / 4 and
-// ptid / 4 + 32 of a chunk, 7 chunk positions at a time (56 registers; SetOf). A chunk's
-// registers take the next chunk due in them as soon as it is stored: positions 0 and 1 this
-// block's 7 and 8 (S reads them last), the others the next block's. So refilling a freed chunk
-// is a conversion and two shared stores a row (no global-memory latency on the consumers'
-// chain, no raw copy in shared memory, no landed barrier).
-constexpr int kSm90StagedRowStep = 32;  // rows ptid / 4 and ptid / 4 + 32
-constexpr int kSm90StagedSets = 7;      // chunk positions held at a time
-
-// The register set of chunk position `pos` (0-8): positions 7 and 8 reuse 0's and 1's.
-__device__ __forceinline__ constexpr int SetOf(int pos) {
-  return pos < kSm90StagedSets ? pos : pos - kSm90StagedSets;
-}
-
-// Rows a producer thread stages, as row indices into Q or the kv cache (-1: zeros).
-struct StagedRows {
-  int32_t row[2];
-};
-
-// Kv cache rows of block `blk` for producer thread `ptid` (tokens begin + 64 blk + ptid / 4 +
-// 32 k), -1 past e_lim or for a bad page (reported once a row).
-__device__ __forceinline__ StagedRows KvRowsStaged(const MlaDecodeParams& p, const Item& it,
-                                                   int blk, int ptid, int cu) {
-  StagedRows src;
-#pragma unroll
-  for (int k = 0; k < 2; ++k) {
-    const int64_t j = it.begin + static_cast<int64_t>(blk) * SmemSm90::kTokens + (ptid >> 2) +
-                      k * kSm90StagedRowStep;
-    src.row[k] = -1;
-    if (j < it.e_lim) {
-      const int64_t index = it.kv_base + (j >> it.log2_page);
-      const int32_t page = p.kv_indices[index];
-      if (page < 0 || page >= p.num_pages) {
-        if ((ptid & 3) == 0) Report(p.status, kMlaBadPageId, cu, static_cast<int>(index), page);
-      } else {
-        src.row[k] = page * p.page_size + static_cast<int32_t>(j & (p.page_size - 1));
-      }
-    }
-  }
-  return src;
-}
-
-// Q rows of the tile for producer thread `ptid` (rows past it.rows are zeros).
-__device__ __forceinline__ StagedRows QRowsStaged(const MlaDecodeParams& p, const Item& it,
-                                                  int ptid) {
-  StagedRows src;
-#pragma unroll
-  for (int k = 0; k < 2; ++k) {
-    const int row = (ptid >> 2) + k * kSm90StagedRowStep;
-    src.row[k] = row < it.rows ? static_cast<int32_t>(FinalRow(p, it, row)) : -1;
-  }
-  return src;
-}
-
-// The thread's two units of chunk c of `src`'s rows (e4m3 rows of 576 bytes at `rows`).
-__device__ __forceinline__ void LoadStaged(uint4 (&r)[2], const uint8_t* rows,
-                                           const StagedRows& src, int c, int unit) {
-#if defined(MLAPS_SM90_PROBE_SKIP_COPY)
-  return;
-#endif
-#pragma unroll
-  for (int k = 0; k < 2; ++k) {
-    r[k] =
-        src.row[k] < 0
-            ? make_uint4(0, 0, 0, 0)
-            : LoadGlobal16(rows + static_cast<int64_t>(src.row[k]) * kDimQk + c * 64 + unit * 16);
-  }
-}
-
-// The thread's two units widened to f16 (exact) into their swizzled places of the chunk at
-// shared address `chunk`.
-__device__ __forceinline__ void StoreStaged(const uint4 (&r)[2], uint32_t chunk, int row0,
-                                            int unit) {
-#if defined(MLAPS_SM90_PROBE_SKIP_CONVERT)
-  return;
-#endif
-#pragma unroll
-  for (int k = 0; k < 2; ++k) {
-    const int row = row0 + k * kSm90StagedRowStep;
-    const uint4 v = r[k];
-    StoreShared128(chunk + ChunkUnit(row, 2 * unit),
-                   make_uint4(E4m3x2ToF16x2(v.x & 0xffffu), E4m3x2ToF16x2(v.x >> 16),
-                              E4m3x2ToF16x2(v.y & 0xffffu), E4m3x2ToF16x2(v.y >> 16)));
-    StoreShared128(chunk + ChunkUnit(row, 2 * unit + 1),
-                   make_uint4(E4m3x2ToF16x2(v.z & 0xffffu), E4m3x2ToF16x2(v.z >> 16),
-                              E4m3x2ToF16x2(v.w & 0xffffu), E4m3x2ToF16x2(v.w >> 16)));
-  }
-}
-
-// The e4m3 producer's part of one item (every producer thread): the Q tile (loaded before
-// waiting for the previous item's last S), then each kv block into slot n % 2 chunk by chunk
-// as the consumers free it (the order of CopyItemSm90), each stored chunk's registers taking
-// the next block's chunk at that position (block 0's during the Q stores).
-__device__ void StageItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
-                              uint32_t seq, uint32_t item, int nblk) {
-  using L = SmemSm90;
-  const int ptid = threadIdx.x & (kSm90WgThreads - 1);
-  const int unit = ptid & 3, row0 = ptid >> 2;
-  const uint32_t base = SmemAddr(smem);
-  const Sm90Bars bars{base + L::kBars};
-  const uint8_t* q_rows = static_cast<const uint8_t*>(p.q);
-  const uint8_t* kv_rows = static_cast<const uint8_t*>(p.kv_cache);
-  uint4 r[kSm90StagedSets][2];
-  StagedRows cur{{-1, -1}}, next{{-1, -1}};
-  if (nblk > 0) {
-    // Q chunks 0-6, then, as each is stored, 7 and 8 and block 0's chunks (positions 2-6,
-    // then 0 and 1).
-    const StagedRows q = QRowsStaged(p, it, ptid);
-#pragma unroll
-    for (int pos = 0; pos < kSm90StagedSets; ++pos) LoadStaged(r[pos], q_rows, q, pos, unit);
-    cur = KvRowsStaged(p, it, 0, ptid, cu);
-    if (nblk > 1) next = KvRowsStaged(p, it, 1, ptid, cu);
-    if (item > 0) MLAPS_SM90_TIMED(8, MbarWait(bars.QEmpty(), (item - 1) & 1));  // S are done
-    const int slot = static_cast<int>(seq & 1);
-#pragma unroll
-    for (int c = 0; c < L::kChunks; ++c) {
-      StoreStaged(r[SetOf(c)], base + L::kQ + c * L::kChunk, row0, unit);
-      if (c < 2) {
-        LoadStaged(r[c], q_rows, q, c + kSm90StagedSets, unit);
-      } else {
-        const int pos = c < kSm90StagedSets ? c : c - kSm90StagedSets;
-        LoadStaged(r[SetOf(pos)], kv_rows, cur, ChunkAt(slot, pos), unit);
-      }
-    }
-  } else if (item > 0) {
-    MLAPS_SM90_TIMED(8, MbarWait(bars.QEmpty(), (item - 1) & 1));
-  }
-  FenceProxyAsync();  // the consumers' wgmma reads Q
-  MbarArrive(bars.QFull());
-  for (int t = 0; t < nblk; ++t) {
-    const uint32_t n = seq + t;
-    const int slot = static_cast<int>(n & 1);
-    MLAPS_SM90_MARK(5, n);
-    const bool more = t + 1 < nblk;
-    const StagedRows after =
-        t + 2 < nblk ? KvRowsStaged(p, it, t + 2, ptid, cu) : StagedRows{{-1, -1}};
-    // The L2 fill, kSm90PrefetchAhead blocks ahead (a token a thread).
-    if (ptid < L::kTokens && t + kSm90PrefetchAhead < nblk) {
-      PrefetchKvBlock<true>(p, it, t + kSm90PrefetchAhead, ptid);
-    }
-    const uint32_t tile = base + L::kKv + slot * L::kTile;
-#pragma unroll
-    for (int pos = 0; pos < L::kChunks; ++pos) {
-      if (n >= 2 && (pos == 0 || pos == 4)) {
-        const int w = (pos == 0) == (slot == 0) ? 0 : 1;
-        MLAPS_SM90_MARK(6, n * 16 + pos);
-        MLAPS_SM90_TIMED(9, MbarWait(bars.Empty(slot, w), ((n >> 1) - 1) & 1));
-      }
-      const int c = ChunkAt(slot, pos);
-      MLAPS_SM90_TIMED(12, StoreStaged(r[SetOf(pos)], tile + c * L::kChunk, row0, unit));
-      FenceProxyAsync();  // the consumers' wgmma reads the chunk
-      MbarArrive(bars.Full(slot, c));
-      if (pos < 2) {  // this block's positions 7 and 8
-        LoadStaged(r[pos], kv_rows, cur, ChunkAt(slot, pos + kSm90StagedSets), unit);
-      } else if (more) {  // the next block's, in the other slot's order
-        const int at = pos < kSm90StagedSets ? pos : pos - kSm90StagedSets;
-        LoadStaged(r[SetOf(at)], kv_rows, next, ChunkAt(slot ^ 1, at), unit);
-      }
-    }
-    cur = next;
-    next = after;
-  }
-}
-
 // The producer's part of one item (copy or convert, by thread). Returns the item's kv blocks.
 template <bool kFp8>
 __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
                                uint32_t seq, uint32_t item) {
   const int nblk = BlocksOf(it);
-  if constexpr (kFp8) {
-    StageItemSm90(p, it, smem, cu, seq, item, nblk);
-  } else if ((threadIdx.x & (kSm90WgThreads - 1)) < kSm90CopyThreads) {
+  if ((threadIdx.x & (kSm90WgThreads - 1)) < kSm90CopyThreads) {
     CopyItemSm90<kFp8>(p, it, smem, cu, seq, item, nblk);
   } else {
     ConvertItemSm90<kFp8>(p, smem, cu, seq, item, nblk);
@@ -908,7 +715,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) MLAPS_SM90_KERNEL(const MlaDe
       const bool copy = (b >= SmemSm90::kLanded && b < SmemSm90::kEmpty) || b == SmemSm90::kQLanded;
       const bool convert = b < SmemSm90::kLanded || b == SmemSm90::kQFull;
       MbarInit(bars + 8 * b, copy      ? kSm90CopyThreads
-                             : convert ? (kFp8 ? kSm90WgThreads : kSm90ConvertThreads)
+                             : convert ? kSm90ConvertThreads
                              : b == SmemSm90::kQEmpty || b >= SmemSm90::kRowLFull
                                  ? 2 * kSm90WgThreads
                                  : kSm90WgThreads);
@@ -920,7 +727,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) MLAPS_SM90_KERNEL(const MlaDe
   const int wg = WarpUniform(static_cast<int>(threadIdx.x) / kSm90WgThreads);
   if (wg == 2) {
 #if !defined(MLAPS_SM90_NO_SETMAXNREG)
-    SetMaxRegsDec<kSm90ProducerRegs<kFp8>>();
+    SetMaxRegsDec<kSm90ProducerRegs>();
 #endif
     MLAPS_SM90_MARK(8, 0);
     WalkItems</*kRecord=*/false>(p, SmemSm90::kRows, [&](const Item& it, int cu) {
@@ -931,7 +738,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) MLAPS_SM90_KERNEL(const MlaDe
     MLAPS_SM90_TIMES_END();
   } else {
 #if !defined(MLAPS_SM90_NO_SETMAXNREG)
-    SetMaxRegsInc<kSm90ConsumerRegs<kFp8>>();
+    SetMaxRegsInc<kSm90ConsumerRegs>();
 #endif
     MLAPS_SM90_MARK(8, 0);
     if (wg == 0) {

@@ -27,7 +27,11 @@ absl::StatusOr<CostParams> TimeCostParams(const Batch& batch, const PlanOptions&
                            ? static_cast<double>(p.kv_granularity) / cost.kv_granularity()
                            : 1.0;
   for (const proto::TileCost& t : cost.tile()) {
-    if (t.rows() == rows) {
+    // An entry for several blocks a CU describes that occupancy, which the kernels run only
+    // for a grid of more than one block a CU (UseCompactLayout in
+    // kernels/decode/mla_decode_device.h); a smaller grid runs the one-block-a-CU kernel,
+    // whose cost per kv block does not depend on the rows in use: the kernel-wide costs.
+    if (t.rows() == rows && (t.blocks_per_cu() <= 1 || plan.num_cu > DefaultNumCu(batch.arch))) {
       p.per_block = t.ns_per_block() * scale;
       p.per_item = t.ns_per_item();
       return p;

@@ -144,6 +144,32 @@ TEST(TimeCostParams, PicksTheTileEntryForTheRowsInUse) {
   }
 }
 
+TEST(TimeCostParams, AnEntryForTwoBlocksACuNeedsTheGridThatRunsIt) {
+  // The 16-row entry describes two blocks a CU (the compact layout), which the kernels run
+  // only when the grid has more than one block a CU: a grid of at most DefaultNumCu blocks
+  // runs the one-block-a-CU kernel, at the kernel-wide costs.
+  proto::CostModel cost = TwoTileModel();
+  cost.mutable_tile(0)->set_blocks_per_cu(2);
+  const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 300, 1, 500, 64);
+  struct Case {
+    int num_cu;
+    double per_block, per_item;
+  };
+  const int sms = DefaultNumCu(Arch::kSm90);
+  for (const Case& c :
+       {Case{8, 100, 50}, Case{sms, 100, 50}, Case{sms + 1, 700, 900}, Case{2 * sms, 700, 900}}) {
+    SCOPED_TRACE(c.num_cu);
+    PlanOptions options;
+    options.num_cu = c.num_cu;
+    const WorkPlan plan = PlanOrDie(batch, options);
+    ASSERT_EQ(plan.num_cu, c.num_cu);
+    absl::StatusOr<CostParams> p = TimeCostParams(batch, Resolved(batch, options), plan, cost);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_DOUBLE_EQ(p->per_block, c.per_block);
+    EXPECT_DOUBLE_EQ(p->per_item, c.per_item);
+  }
+}
+
 TEST(TimeCostParams, ScalesBlockCostsToThePlansGranularity) {
   // Fitted for 64-token blocks; a page-1 batch plans 16-token blocks (kv_granularity
   // max(16, page)), each a quarter of the fitted block. The per-item cost does not scale.

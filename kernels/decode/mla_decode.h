@@ -221,6 +221,11 @@ int64_t MlaDecodeSharedBytes(const MlaDecodeParams& params);
 // (hipSuccess), hipErrorInvalidValue (1) when the params error is not nullptr (nothing is
 // enqueued), or the launch's error.
 int LaunchMlaDecode(const MlaDecodeParams& params, void* stream);
+// The reduce is a programmatic dependent launch of the kernel enqueued just before it (sm_90;
+// AMD: a plain launch): its blocks may start while that kernel (normally LaunchMlaDecode's)
+// finishes, read the plan's reduce arrays at once and the partials only after that kernel
+// completed. So the reduce arrays (and num_reduce_tiles_device) must be written before that
+// previous kernel is launched, as the GPU planner and host uploads are.
 int LaunchMlaReduce(const MlaReduceParams& params, void* stream);
 
 }  // namespace mlaps

@@ -231,9 +231,12 @@ int LaunchMlaDecode(const MlaDecodeParams& params, void* stream) {
 int LaunchMlaReduce(const MlaReduceParams& params, void* stream) {
   if (MlaReduceParamsError(params) != nullptr) return hipErrorInvalidValue;
   if (params.reduce_tiles_capacity == 0) return hipSuccess;  // no split tile can exist
-  hipLaunchKernelGGL(mla::MlaReduceKernel, dim3(params.reduce_tiles_capacity, mla::kReduceRowSplit),
-                     dim3(mla::kReduceThreads), 0, static_cast<hipStream_t>(stream), params);
-  return hipGetLastError();
+  // A programmatic dependent of the decode launched before it (sm_90; AMD: a plain launch):
+  // its blocks start on the SMs the decode's blocks leave and read the plan, then wait for
+  // the decode grid before the partials (MlaReduceKernel).
+  return mlapsLaunchKernelAfterPrevious(
+      mla::MlaReduceKernel, dim3(params.reduce_tiles_capacity, mla::kReduceRowSplit),
+      dim3(mla::kReduceThreads), 0, static_cast<hipStream_t>(stream), params);
 }
 
 }  // namespace mlaps

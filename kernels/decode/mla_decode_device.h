@@ -1066,6 +1066,7 @@ __device__ void DecodeBlock(const MlaDecodeParams& p) {
 template <bool kFp8, int kW, int kRg>
 __global__ void __launch_bounds__(kW * 32, kRg == 1 ? 2 : 1)
     MlaDecodeKernel(const MlaDecodeParams p) {
+  mlapsTriggerDependents();  // the reduce may launch (it waits for this grid: LaunchMlaReduce)
   DecodeBlock<kFp8, kW, kRg>(p);
 }
 

@@ -705,6 +705,7 @@ __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
 template <bool kFp8>
 __global__ void __launch_bounds__(kSm90Threads, 1) MLAPS_SM90_KERNEL(const MlaDecodeParams p) {
 #if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
+  mlapsTriggerDependents();  // the reduce may launch (it waits for this grid: LaunchMlaReduce)
   uint8_t* smem = DynamicSmem();
   smem += (SmemSm90::kAlign - (SmemAddr(smem) & (SmemSm90::kAlign - 1))) & (SmemSm90::kAlign - 1);
   if (threadIdx.x == 0) {

@@ -394,6 +394,7 @@ __device__ inline void RunItemSm90(const MlaDecodeParams& p, const Item& it, uin
 // tiles). Its body exists in the NVIDIA device pass and the CPU emulation only.
 __global__ void __launch_bounds__(kSm90Threads, 1) MlaDecodeSm90Kernel(const MlaDecodeParams p) {
 #if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
+  mlapsTriggerDependents();  // the reduce may launch (it waits for this grid: LaunchMlaReduce)
   uint8_t* smem = DynamicSmem();
   smem += (SmemSm90::kAlign - (SmemAddr(smem) & (SmemSm90::kAlign - 1))) & (SmemSm90::kAlign - 1);
   if (threadIdx.x == 0) {

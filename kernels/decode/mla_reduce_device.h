@@ -201,6 +201,10 @@ __device__ inline void ReduceBlock(const MlaReduceParams& p) {
   }
   const int rows = tokens * hg;
   const int64_t out_row0 = (qo0 + (qs - fqo)) * p.num_heads + g * hg;
+  // Launched after the decode as a programmatic dependent (LaunchMlaReduce): everything
+  // above reads the plan only; the partials are the decode's, complete and visible past
+  // this wait.
+  mlapsGridDependencyWait();
   switch (at_once) {
     case 1:
       MergeRows<kReduceThreads>(p, locs, n, rows, hg, out_row0);

@@ -12,11 +12,24 @@
 
 #include <hip/hip_runtime.h>
 
+#include <utility>
+
+// ---- mlaps extensions (no HIP counterpart; see the NVIDIA branch): plain launches here ----
+template <typename... Params, typename... Args>
+inline hipError_t mlapsLaunchKernelAfterPrevious(void (*kernel)(Params...), dim3 grid, dim3 block,
+                                                 size_t shmem, hipStream_t stream, Args&&... args) {
+  hipLaunchKernelGGL(kernel, grid, block, shmem, stream, std::forward<Args>(args)...);
+  return hipGetLastError();
+}
+__device__ __forceinline__ void mlapsGridDependencyWait() {}
+__device__ __forceinline__ void mlapsTriggerDependents() {}
+
 #elif defined(__CUDACC__) || defined(MLAPS_GPU_CUDA)
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <utility>
 
 // ---- Types and constants -----------------------------------------------------------------
 using hipError_t = cudaError_t;
@@ -129,6 +142,41 @@ inline hipError_t hipFuncSetAttribute(F* f, hipFuncAttribute a, int v) {
 // ---- Launch ------------------------------------------------------------------------------
 #define hipLaunchKernelGGL(kernel, grid, block, shmem, stream, ...) \
   kernel<<<(grid), (block), (shmem), (stream)>>>(__VA_ARGS__)
+
+// ---- mlaps extensions (no HIP counterpart) -------------------------------------------------
+// Programmatic dependent launch (sm_90): mlapsLaunchKernelAfterPrevious launches like
+// hipLaunchKernelGGL, but the kernel's blocks may start while the previous kernel in the
+// stream (or graph) still runs, once every block of that kernel has exited or called
+// mlapsTriggerDependents; the kernel must call mlapsGridDependencyWait before it touches
+// anything that kernel writes (the wait returns once it completed and its writes are
+// visible; at once for a plain launch). AMD (above): a plain launch and no-ops.
+template <typename... Params, typename... Args>
+inline hipError_t mlapsLaunchKernelAfterPrevious(void (*kernel)(Params...), dim3 grid, dim3 block,
+                                                 size_t shmem, hipStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shmem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+#ifdef __CUDACC__
+__device__ __forceinline__ void mlapsGridDependencyWait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mlapsTriggerDependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+#endif  // __CUDACC__
 
 // ---- Device intrinsics (HIP's full-mask, width-defaulted shuffles) ------------------------
 #ifdef __CUDACC__

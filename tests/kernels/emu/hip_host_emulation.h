@@ -195,6 +195,10 @@ std::string Launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function
 inline constexpr int warpSize = 32;
 
 inline void __syncthreads() { mlaps_emu::SyncThreads(); }
+// Programmatic dependent launch (kernels/platform/hip_runtime.h): the emulation runs one
+// launch at a time, so the previous kernel has always completed.
+inline void mlapsGridDependencyWait() {}
+inline void mlapsTriggerDependents() {}
 
 template <typename T>
 inline T __shfl_xor(T v, int lane_mask, int width = warpSize) {

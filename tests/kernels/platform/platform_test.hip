@@ -53,6 +53,25 @@ __global__ void Clocks(long long* out) {
   out[2] = spin;
 }
 
+// Programmatic dependent launch: the producer lets its dependent launch at once, then its
+// blocks spin before writing (so a dependent that skipped the wait would read the old
+// values); the consumer reads nothing before mlapsGridDependencyWait.
+__global__ void SlowFill(int* out, int n, int value) {
+  mlapsTriggerDependents();
+  const long long c0 = clock64();
+  while (clock64() - c0 < 100000) {
+  }
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    out[i] = value + i;
+  }
+}
+__global__ void CopyAfterWait(const int* in, int* out, int n) {
+  mlapsGridDependencyWait();
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    out[i] = in[i];
+  }
+}
+
 // Each lane's bit of a 64-bit ballot: lane i votes for (i % 3 == 0) in warp w.
 __global__ void Ballots(unsigned long long* out) {
   const unsigned long long mask = __ballot64(threadIdx.x % warpSize % 3 == 0);
@@ -199,6 +218,44 @@ TEST(Platform, GraphCaptureAndReplay) {
   ASSERT_HIP_OK(hipStreamDestroy(stream));
   ASSERT_HIP_OK(hipFree(dx));
   ASSERT_HIP_OK(hipFree(dy));
+}
+
+TEST(Platform, LaunchAfterPreviousWaitsForItsWrites) {
+  const int n = 1 << 16;
+  int *a = nullptr, *b = nullptr;
+  ASSERT_HIP_OK(hipMalloc(&a, n * sizeof(int)));
+  ASSERT_HIP_OK(hipMalloc(&b, n * sizeof(int)));
+  ASSERT_HIP_OK(hipMemset(a, 0, n * sizeof(int)));
+  hipStream_t stream;
+  ASSERT_HIP_OK(hipStreamCreate(&stream));
+  // Directly on the stream, then twice in one graph (new values each time).
+  hipLaunchKernelGGL(SlowFill, dim3(8), dim3(256), 0, stream, a, n, 1000);
+  ASSERT_HIP_OK(mlapsLaunchKernelAfterPrevious(CopyAfterWait, dim3(8), dim3(256), 0, stream,
+                                               static_cast<const int*>(a), b, n));
+  std::vector<int> got(n);
+  ASSERT_HIP_OK(hipStreamSynchronize(stream));
+  ASSERT_HIP_OK(hipMemcpy(got.data(), b, n * sizeof(int), hipMemcpyDeviceToHost));
+  for (int i = 0; i < n; ++i) ASSERT_EQ(got[i], 1000 + i) << "i=" << i;
+  hipGraph_t graph;
+  hipGraphExec_t exec;
+  ASSERT_HIP_OK(hipStreamBeginCapture(stream, hipStreamCaptureModeThreadLocal));
+  hipLaunchKernelGGL(SlowFill, dim3(8), dim3(256), 0, stream, a, n, 2000);
+  ASSERT_HIP_OK(mlapsLaunchKernelAfterPrevious(CopyAfterWait, dim3(8), dim3(256), 0, stream,
+                                               static_cast<const int*>(a), b, n));
+  hipLaunchKernelGGL(SlowFill, dim3(8), dim3(256), 0, stream, a, n, 3000);
+  ASSERT_HIP_OK(mlapsLaunchKernelAfterPrevious(CopyAfterWait, dim3(8), dim3(256), 0, stream,
+                                               static_cast<const int*>(a), b, n));
+  ASSERT_HIP_OK(hipStreamEndCapture(stream, &graph));
+  ASSERT_HIP_OK(hipGraphInstantiate(&exec, graph, nullptr, nullptr, 0));
+  ASSERT_HIP_OK(hipGraphLaunch(exec, stream));
+  ASSERT_HIP_OK(hipStreamSynchronize(stream));
+  ASSERT_HIP_OK(hipMemcpy(got.data(), b, n * sizeof(int), hipMemcpyDeviceToHost));
+  for (int i = 0; i < n; ++i) ASSERT_EQ(got[i], 3000 + i) << "i=" << i;
+  ASSERT_HIP_OK(hipGraphExecDestroy(exec));
+  ASSERT_HIP_OK(hipGraphDestroy(graph));
+  ASSERT_HIP_OK(hipStreamDestroy(stream));
+  ASSERT_HIP_OK(hipFree(a));
+  ASSERT_HIP_OK(hipFree(b));
 }
 
 TEST(Platform, ClocksAdvance) {

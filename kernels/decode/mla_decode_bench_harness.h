@@ -49,10 +49,12 @@ __global__ void FillBytes(uint32_t* dst, long long words, unsigned seed, int fp8
   }
 }
 
-// Median time (ms) of one of `launches` back-to-back enqueues, from `replays` replays of a
-// graph that holds them (the first replay warms up).
+// Median time (ms) of `replays` replays of a graph of `launches` back-to-back enqueues, each
+// replay timed alone by events (the first replay, untimed, warms up); with `flush`, its
+// `flush_bytes` are overwritten before each timed replay (outside the events).
 template <typename F>
-float TimeGraph(hipStream_t stream, F enqueue, int launches = 10, int replays = 7) {
+float MedianReplayMs(hipStream_t stream, F enqueue, int launches, int replays, void* flush,
+                     size_t flush_bytes) {
   hipGraph_t graph;
   hipGraphExec_t exec;
   MLAPS_CHECK_HIP(hipStreamBeginCapture(stream, hipStreamCaptureModeGlobal));
@@ -64,42 +66,8 @@ float TimeGraph(hipStream_t stream, F enqueue, int launches = 10, int replays = 
   MLAPS_CHECK_HIP(hipEventCreate(&a));
   MLAPS_CHECK_HIP(hipEventCreate(&b));
   std::vector<float> ms(replays);
-  for (float& t : ms) {
-    MLAPS_CHECK_HIP(hipEventRecord(a, stream));
-    MLAPS_CHECK_HIP(hipGraphLaunch(exec, stream));
-    MLAPS_CHECK_HIP(hipEventRecord(b, stream));
-    MLAPS_CHECK_HIP(hipEventSynchronize(b));
-    MLAPS_CHECK_HIP(hipEventElapsedTime(&t, a, b));
-  }
-  MLAPS_CHECK_HIP(hipEventDestroy(a));
-  MLAPS_CHECK_HIP(hipEventDestroy(b));
-  MLAPS_CHECK_HIP(hipGraphExecDestroy(exec));
-  MLAPS_CHECK_HIP(hipGraphDestroy(graph));
-  std::sort(ms.begin(), ms.end());
-  return ms[replays / 2] / launches;
-}
-
-// The peer's timing method (FlashMLA under triton's do_bench, .peers_flashmla): a graph of
-// one enqueue, replayed `replays` times, each replay timed alone by events after `flush`
-// (of `flush_bytes`) is overwritten, so that no replay finds the previous one's data in the
-// L2 (a b = 32 ctx 1024 kv cache, 19-38 MB, fits the H200's 60 MB L2). The first replay
-// warms up; median in ms, the graph launch included as in the peer's numbers.
-template <typename F>
-float TimeGraphColdL2(hipStream_t stream, F enqueue, void* flush, size_t flush_bytes,
-                      int replays = 15) {
-  hipGraph_t graph;
-  hipGraphExec_t exec;
-  MLAPS_CHECK_HIP(hipStreamBeginCapture(stream, hipStreamCaptureModeGlobal));
-  enqueue();
-  MLAPS_CHECK_HIP(hipStreamEndCapture(stream, &graph));
-  MLAPS_CHECK_HIP(hipGraphInstantiate(&exec, graph, nullptr, nullptr, 0));
-  MLAPS_CHECK_HIP(hipGraphLaunch(exec, stream));
-  hipEvent_t a, b;
-  MLAPS_CHECK_HIP(hipEventCreate(&a));
-  MLAPS_CHECK_HIP(hipEventCreate(&b));
-  std::vector<float> ms(replays);
   for (int i = 0; i < replays; ++i) {
-    MLAPS_CHECK_HIP(hipMemsetAsync(flush, i & 0xff, flush_bytes, stream));
+    if (flush != nullptr) MLAPS_CHECK_HIP(hipMemsetAsync(flush, i & 0xff, flush_bytes, stream));
     MLAPS_CHECK_HIP(hipEventRecord(a, stream));
     MLAPS_CHECK_HIP(hipGraphLaunch(exec, stream));
     MLAPS_CHECK_HIP(hipEventRecord(b, stream));
@@ -112,6 +80,23 @@ float TimeGraphColdL2(hipStream_t stream, F enqueue, void* flush, size_t flush_b
   MLAPS_CHECK_HIP(hipGraphDestroy(graph));
   std::sort(ms.begin(), ms.end());
   return ms[replays / 2];
+}
+
+// Median time (ms) of one of `launches` back-to-back enqueues, from `replays` replays of a
+// graph that holds them (for data far larger than the L2).
+template <typename F>
+float TimeGraph(hipStream_t stream, F enqueue, int launches = 10, int replays = 7) {
+  return MedianReplayMs(stream, enqueue, launches, replays, nullptr, 0) / launches;
+}
+
+// The peer's timing method (FlashMLA under triton's do_bench, .peers_flashmla): a graph of
+// one enqueue, each replay timed alone after `flush` is overwritten, so that no replay finds
+// the previous one's data in the L2 (a b = 32 ctx 1024 kv cache, 19-38 MB, fits the H200's
+// 60 MB L2). Median in ms, the graph launch included as in the peer's numbers.
+template <typename F>
+float TimeGraphColdL2(hipStream_t stream, F enqueue, void* flush, size_t flush_bytes,
+                      int replays = 15) {
+  return MedianReplayMs(stream, enqueue, 1, replays, flush, flush_bytes);
 }
 
 // Device buffers for up to `max_kv_tokens` cached tokens (bf16 bytes, any page size) and

@@ -41,8 +41,8 @@ struct CostReport {
 // see VariantCost): the tile entry for the plan's rows in use ((H / head_fold) *
 // tokens_per_tile; an entry with blocks_per_cu > 1 only for a plan of more than
 // DefaultNumCu(arch) CUs, the grid that runs that occupancy), else the model's ns_per_block /
-// ns_per_item; block costs scale with the
-// plan's kv_granularity over the model's (cost.kv_granularity). Makespans are then
+// ns_per_item; block costs scale with the plan's kv_granularity over the model's
+// (cost.kv_granularity). Makespans are then
 // predicted kernel times in ns (the decode alone: launch and reduce not included).
 // Errors: FailedPrecondition when the model has no entry for the rows and no positive
 // kernel-wide ns_per_block (not calibrated).

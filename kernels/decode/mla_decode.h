@@ -57,16 +57,18 @@ enum MlaMask : int32_t {
   kMlaMaskCpRoundRobin = 2,
 };
 
-// NVIDIA decode kernels (MlaDecodeParams::path). Auto: on the 64-row layout (not the compact
-// 16-row one, 256 threads) the sm90 wgmma kernels, bf16 hi + lo P on bf16 tiles for bf16
-// (mla_decode_sm90_bf16.h) and f16 tiles for fp8 (mla_decode_sm90.h); the mma.sync kernel
-// (mla_decode_device.h) for the rest (the compact layout, 512 threads). The same function
-// every way.
+// NVIDIA decode kernels (MlaDecodeParams::path). Auto, 256 threads, one block an SM (not the
+// compact layout of two 16-row blocks an SM): tiles of at most 16 rows on the narrow-tile
+// wgmma kernel (mla_decode_sm90_narrow.h, bf16 and fp8); wider tiles on the wgmma kernel of
+// the dtype, bf16 hi + lo P on bf16 tiles for bf16 (mla_decode_sm90_bf16.h) and f16 tiles for
+// fp8 (mla_decode_sm90.h). The mma.sync kernel (mla_decode_device.h) runs the rest (the
+// compact layout, 512 threads). The same function every way.
 enum MlaDecodePath : int32_t {
   kMlaPathAuto = 0,
-  kMlaPathMmaSync = 1,   // the mma.sync kernel for every launch
-  kMlaPathWgmma = 2,     // the wgmma kernel of the dtype (as auto on the 64-row layout)
-  kMlaPathWgmmaF16 = 3,  // the f16-tile wgmma kernel for bf16 as well (mla_decode_sm90.h)
+  kMlaPathMmaSync = 1,      // the mma.sync kernel for every launch
+  kMlaPathWgmma = 2,        // the 64-row wgmma kernel of the dtype, whatever the tile's rows
+  kMlaPathWgmmaF16 = 3,     // the f16-tile wgmma kernel for bf16 as well (mla_decode_sm90.h)
+  kMlaPathWgmmaNarrow = 4,  // the narrow-tile kernel (tiles of at most 16 rows only)
 };
 
 // The status word. The first error any block meets wins (atomic compare-and-swap on code);
@@ -212,10 +214,17 @@ const char* MlaReduceParamsError(const MlaReduceParams& params);
 // Dynamic shared memory of one decode block of this launch on this build's path. Tiles of
 // <= 16 rows ((H / head_fold) x tokens_per_tile, e.g. H = 16 and qlen 1) with 256-thread
 // blocks run a compact 16-row layout (~111 KB, <= 128 registers, two blocks an SM) when the
-// grid (num_cu) exceeds the SM count; otherwise the 64-row layout (~211 KB, one block an
-// SM). The sm90 registry's blocks_per_cu: 2 on those tiles makes the planner's default
-// num_cu twice the CUs, so default plans fill both blocks.
+// grid (num_cu) exceeds the SM count; otherwise (sm90) the narrow-tile kernel on the 64-row
+// kernels' layout (~219 KB, one block an SM). The sm90 registry's blocks_per_cu: 2 on those
+// tiles makes the planner's default num_cu twice the CUs, so default plans fill both blocks;
+// plan num_cu = the SM count for the narrow kernel (faster from b = 64 ctx 8192 up on the
+// H200, slower at b = 32 ctx 1024: kernels/decode/notes.md, session 11).
 int64_t MlaDecodeSharedBytes(const MlaDecodeParams& params);
+
+// The kernel LaunchMlaDecode runs for these params on this build and device: "generic" (AMD),
+// "mma" (mma.sync), "bf16" (sm90 bf16 hi + lo), "f16" (sm90 f16 tiles) or "narrow" (sm90
+// narrow tiles). For benchmarks and logs; the params must be valid.
+const char* MlaDecodeKernelName(const MlaDecodeParams& params);
 
 // Enqueue on `stream` (nullptr: the default stream); capturable into a graph. Return 0
 // (hipSuccess), hipErrorInvalidValue (1) when the params error is not nullptr (nothing is

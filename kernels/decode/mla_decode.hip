@@ -7,8 +7,13 @@
 #include "kernels/decode/mla_decode_device.h"
 #include "kernels/decode/mla_decode_sm90.h"
 #include "kernels/decode/mla_decode_sm90_bf16.h"
+#include "kernels/decode/mla_decode_sm90_narrow.h"
 #include "kernels/decode/mla_reduce_device.h"
 #include "kernels/platform/hip_runtime.h"
+
+#if defined(MLAPS_GPU_CUDA)
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled (the driver's, through the runtime)
+#endif
 
 namespace mlaps {
 namespace {
@@ -94,12 +99,16 @@ const char* MlaDecodeParamsError(const MlaDecodeParams& p) {
     return "block_threads must be 0, 256 or 512";
   }
   if (p.path != kMlaPathAuto && p.path != kMlaPathMmaSync && p.path != kMlaPathWgmma &&
-      p.path != kMlaPathWgmmaF16) {
-    return "path must be kMlaPathAuto, kMlaPathMmaSync, kMlaPathWgmma or kMlaPathWgmmaF16";
+      p.path != kMlaPathWgmmaF16 && p.path != kMlaPathWgmmaNarrow) {
+    return "path must be kMlaPathAuto, kMlaPathMmaSync, kMlaPathWgmma, kMlaPathWgmmaF16 or "
+           "kMlaPathWgmmaNarrow";
   }
-  if ((p.path == kMlaPathWgmma || p.path == kMlaPathWgmmaF16) &&
+  if ((p.path == kMlaPathWgmma || p.path == kMlaPathWgmmaF16 || p.path == kMlaPathWgmmaNarrow) &&
       (!kMmaPath || p.block_threads == 512)) {
     return "the wgmma paths need the NVIDIA build and the default block threads";
+  }
+  if (p.path == kMlaPathWgmmaNarrow && int64_t{hpg} * p.tokens_per_tile > mla::sm90_narrow::kRows) {
+    return "kMlaPathWgmmaNarrow needs (num_heads / head_fold) * tokens_per_tile <= 16";
   }
   // Row indices of Q and of the kv cache stay in int32 (the sm90 producer's addressing).
   if (p.num_pages * p.page_size > INT32_MAX || p.num_q_tokens * p.num_heads > INT32_MAX) {
@@ -152,10 +161,18 @@ bool UseCompact(const MlaDecodeParams& p) {
   return mla::UseCompactLayout(p, sms);
 }
 
-// Whether an sm90 wgmma kernel runs the launch (MlaDecodePath), and which: the f16-tile one
-// (fp8, or bf16 when asked for) or the bf16 one.
+// Whether the narrow-tile sm90 kernel runs the launch (MlaDecodePath): asked for, or auto on
+// tiles of <= 16 rows at one block an SM.
+bool UseNarrow(const MlaDecodeParams& p) {
+  if (!kMmaPath) return false;
+  if (p.path == kMlaPathWgmmaNarrow) return true;
+  return p.path == kMlaPathAuto && mla::CompactLayoutFits(p) && !UseCompact(p);
+}
+
+// Whether a 64-row sm90 wgmma kernel runs the launch (MlaDecodePath), and which: the f16-tile
+// one (fp8, or bf16 when asked for) or the bf16 one.
 bool UseWgmma(const MlaDecodeParams& p) {
-  if (!kMmaPath || p.path == kMlaPathMmaSync) return false;
+  if (!kMmaPath || p.path == kMlaPathMmaSync || UseNarrow(p)) return false;
   if (p.path == kMlaPathWgmma || p.path == kMlaPathWgmmaF16) return true;
   return p.block_threads != 512 && !UseCompact(p);
 }
@@ -167,6 +184,7 @@ bool UseF16Tiles(const MlaDecodeParams& p) {
 
 int64_t MlaDecodeSharedBytes(const MlaDecodeParams& p) {
   if (!kMmaPath) return 0;
+  if (UseNarrow(p)) return mla::SmemSm90::kBytes;
   if (UseWgmma(p)) {
     return UseF16Tiles(p) ? mla::SmemSm90::kBytes : mla::sm90_bf16::SmemSm90::kBytes;
   }
@@ -177,7 +195,57 @@ int64_t MlaDecodeSharedBytes(const MlaDecodeParams& p) {
   return fp8 ? mla::MmaLayout<true>::kBytes : mla::MmaLayout<false>::kBytes;
 }
 
+const char* MlaDecodeKernelName(const MlaDecodeParams& p) {
+  if (!kMmaPath) return "generic";
+  if (UseNarrow(p)) return "narrow";
+  if (UseWgmma(p)) return UseF16Tiles(p) ? "f16" : "bf16";
+  return "mma";
+}
+
 using Kernel = void (*)(MlaDecodeParams);
+
+namespace {
+
+// The kv cache as the narrow kernel's TMA map (mla::TmaMap): rows of 576 elements, 64 x 64
+// boxes, bf16 with the 128-byte swizzle, e4m3 as plain bytes. NVIDIA only (AMD never runs the
+// kernel: an empty map).
+hipError_t EncodeKvMap(const MlaDecodeParams& p, mla::TmaMap* map) {
+  *map = mla::TmaMap{};
+#if defined(MLAPS_GPU_CUDA)
+  static_assert(sizeof(mla::TmaMap) == sizeof(CUtensorMap) && alignof(mla::TmaMap) == 64,
+                "TmaMap holds a CUtensorMap");
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      fn = nullptr;
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  if (encode == nullptr) return hipErrorInvalidValue;
+  const bool fp8 = p.dtype == kMlaFp8E4m3fn;
+  const int64_t rows = p.num_pages * p.page_size;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(mla::kDimQk),
+                              static_cast<cuuint64_t>(rows > 0 ? rows : 1)};
+  const cuuint64_t row_stride[1] = {static_cast<cuuint64_t>(mla::kDimQk * (fp8 ? 1 : 2))};
+  const cuuint32_t box[2] = {64, 64};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = encode(reinterpret_cast<CUtensorMap*>(map),
+                            fp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                            2, const_cast<void*>(p.kv_cache), dims, row_stride, box,
+                            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            fp8 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) return hipErrorInvalidValue;
+#else
+  (void)p;
+#endif
+  return hipSuccess;
+}
+
+}  // namespace
 
 int LaunchMlaDecode(const MlaDecodeParams& params, void* stream) {
   if (MlaDecodeParamsError(params) != nullptr) return hipErrorInvalidValue;
@@ -186,6 +254,23 @@ int LaunchMlaDecode(const MlaDecodeParams& params, void* stream) {
   const int threads = params.block_threads != 0 ? params.block_threads : kDefaultThreads;
   const bool wide = threads == 512;
   const bool compact = UseCompact(params);
+  if (UseNarrow(params)) {
+    static std::atomic<bool> narrow_allowed[2] = {false, false};
+    using NarrowKernel = void (*)(MlaDecodeParams, mla::TmaMap);
+    const NarrowKernel narrow = fp8 ? mla::sm90_narrow::MlaDecodeSm90NarrowKernel<true>
+                                    : mla::sm90_narrow::MlaDecodeSm90NarrowKernel<false>;
+    mla::TmaMap kv_map;
+    if (const hipError_t e = EncodeKvMap(params, &kv_map); e != hipSuccess) return e;
+    if (!narrow_allowed[fp8].load(std::memory_order_acquire)) {
+      const hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(narrow),
+                                               hipFuncAttributeMaxDynamicSharedMemorySize, smem);
+      if (e != hipSuccess) return e;
+      narrow_allowed[fp8].store(true, std::memory_order_release);
+    }
+    hipLaunchKernelGGL(narrow, dim3(params.num_cu), dim3(mla::kSm90Threads), smem,
+                       static_cast<hipStream_t>(stream), params, kv_map);
+    return hipGetLastError();
+  }
   if (UseWgmma(params)) {
     // [0: bf16 tiles (bf16), 1: f16 tiles for bf16, 2: f16 tiles for fp8]
     static std::atomic<bool> sm90_allowed[3] = {false, false, false};

@@ -146,7 +146,8 @@ bool StepPlannerMatchesHost(const GpuPlannerParams& gp, const WorkPlan& plan,
 // bytes = kv_rows x 576 x elem + q rows x 576 x elem + o rows x 512 x 2;
 // flops = pairs x H x (576 + 512) x 2.
 // How one shape is planned and run: kv_lanes for PlanOptions (0: the default); sm90_per_sm:
-// one block an SM and the sm90 kernel also where the default is the compact mma.sync layout.
+// one block an SM where the default is the compact mma.sync layout (two blocks an SM), which
+// runs those tiles on the narrow-tile sm90 kernel (MLAPS_MLA_PATH picks another).
 struct Setting {
   int kv_lanes = 0;
   bool sm90_per_sm = false;
@@ -173,7 +174,6 @@ bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const ch
   MlaDecodeParams& p = staged.decode;
   if (const char* env = std::getenv("MLAPS_MLA_BLOCK_THREADS")) p.block_threads = std::atoi(env);
   p.path = staging::ParseDecodePath(std::getenv("MLAPS_MLA_PATH"));
-  if (setting.sm90_per_sm) p.path = kMlaPathWgmma;
   const MlaReduceParams& r = staged.reduce;
   // A direct launch first (sets the shared-memory attribute, checks the status word).
   if (!bench::RunChecked(staged, stream)) return false;
@@ -185,10 +185,7 @@ bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const ch
   Row row;
   row.kind = kind;
   row.dtype = fp8 ? "fp8" : "bf16";
-  const bool wgmma =
-      p.path == kMlaPathWgmma || p.path == kMlaPathWgmmaF16 ||
-      (p.path == kMlaPathAuto && p.block_threads != 512 && !mla::UseCompactLayout(p, num_cu));
-  row.kernel = !wgmma ? "mma" : fp8 || p.path == kMlaPathWgmmaF16 ? "f16" : "bf16";
+  row.kernel = MlaDecodeKernelName(p);
   row.batch = batch_size;
   row.ctx = ctx;
   row.heads = batch.num_heads;

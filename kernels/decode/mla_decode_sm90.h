@@ -39,6 +39,7 @@
 #define MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_H_
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/decode/mla_decode.h"
 #include "kernels/decode/mla_decode_device.h"
@@ -81,6 +82,14 @@ static_assert(SmemSm90::kBytes <= 227 * 1024, "sm90 layout fits an H100/H200 blo
 static_assert(SmemSm90::kKv % 1024 == 0 && SmemSm90::kTile % 1024 == 0 &&
                   SmemSm90::kChunk % 1024 == 0,
               "swizzled chunk bases on the 1024-byte grid");
+
+// A 2-D TMA tensor map (the 128 bytes of a CUtensorMap) over the kv cache as rows of 576
+// elements (bf16, or e4m3 as bytes), boxes of 64 x 64 (bf16 with the 128-byte swizzle: one
+// chunk of a tile as wgmma reads it; e4m3 plain: a chunk's staging half). Kernels take it
+// as a __grid_constant__ parameter.
+struct alignas(64) TmaMap {
+  uint64_t words[16];
+};
 
 constexpr int kSm90Threads = 384;  // warpgroups 0, 1: consumers; 2: producer
 constexpr int kSm90WgThreads = 128;
@@ -217,17 +226,19 @@ __device__ __forceinline__ uint32_t ChunkUnit(int row, int unit) {
 
 // Copy thread `ctid`'s cp.async of the chunks at positions [pos0, pos1) (ChunkAt(slot, .)) of a
 // tile at `tile` from `src` rows of `rows`: bf16 units to their swizzled place, e4m3 units to
-// the chunk's staging half. Row by row, so one source address is live at a time.
-template <bool kFp8>
+// the chunk's staging half; the tile's first kRows rows only. Row by row, so one source address
+// is live at a time.
+template <bool kFp8, int kRows = 64>
 __device__ __forceinline__ void CopyChunks(const uint8_t* rows, const RowSources<kFp8>& src,
                                            int slot, int pos0, int pos1, int ctid, uint8_t* tile) {
 #if defined(MLAPS_SM90_PROBE_SKIP_COPY)
   if (slot >= 0) return;  // (every call: Q too)
 #endif
   using M = ChunkMap<kFp8>;
+  static_assert(kRows % M::kRowStep == 0 && kRows <= 64, "whole row steps of the tile");
   const int unit = ctid % M::kUnitsPerRow, row0 = ctid / M::kUnitsPerRow;
 #pragma unroll
-  for (int k = 0; k < M::kRowsPerThread; ++k) {
+  for (int k = 0; k < kRows / M::kRowStep; ++k) {
     const int row = row0 + k * M::kRowStep;
     const bool valid = src.row[k] >= 0;
     const uint8_t* from =
@@ -243,8 +254,9 @@ __device__ __forceinline__ void CopyChunks(const uint8_t* rows, const RowSources
 
 // Converter thread `vtid`'s part of chunk c of the tile at shared address `tile`, landed raw:
 // to f16 in place (bf16; magnitudes folded into `range` for the f16 range check) or from the
-// staging half (e4m3, with a barrier among the converters between reading and writing).
-template <bool kFp8>
+// staging half (e4m3, with a barrier among the converters between reading and writing); the
+// tile's first kRows rows only.
+template <bool kFp8, int kRows = 64>
 __device__ __forceinline__ void ConvertChunk(int c, int vtid, uint32_t tile, uint32_t& range) {
 #if defined(MLAPS_SM90_PROBE_SKIP_CONVERT)
   return;
@@ -252,15 +264,16 @@ __device__ __forceinline__ void ConvertChunk(int c, int vtid, uint32_t tile, uin
   const uint32_t chunk = tile + c * SmemSm90::kChunk;
   if (kFp8) {
     // Units (row vtid / 4 + 16 k, raw unit vtid % 4) -> f16 units 2 u and 2 u + 1 of the row.
+    static_assert(kRows % 16 == 0, "whole row steps of the tile");
     const int unit = vtid % 4, row0 = vtid / 4;
     uint4 raw[4];
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
+    for (int k = 0; k < kRows / 16; ++k) {
       raw[k] = LoadShared128(chunk + ChunkMap<true>::kStaging + (row0 + 16 * k) * 64 + unit * 16);
     }
     NamedBarrierSync(4, kSm90ConvertThreads);  // every raw unit read before any is overwritten
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
+    for (int k = 0; k < kRows / 16; ++k) {
       const int row = row0 + 16 * k;
       const uint4 v = raw[k];
       StoreShared128(chunk + ChunkUnit(row, 2 * unit),
@@ -276,7 +289,7 @@ __device__ __forceinline__ void ConvertChunk(int c, int vtid, uint32_t tile, uin
   } else {
     const int unit = vtid % 8, row0 = vtid / 8;
 #pragma unroll 2
-    for (int k = 0; k < 8; ++k) {
+    for (int k = 0; k < kRows / 8; ++k) {
       const uint32_t at = chunk + ChunkUnit(row0 + 8 * k, unit);
       const uint4 v = LoadShared128(at);
       range = MaxAbsBf16x2(MaxAbsBf16x2(range, v.x), v.y);
@@ -609,13 +622,27 @@ __device__ int RunConsumerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
 
 // ---- The producer ----------------------------------------------------------------------------
 
+// The kv cache row of a block's first token when TMA can load the block (`kv_map` given, the
+// block's 64 tokens all visible and inside one page of a valid id), else -1 (cp.async: zeros
+// past e_lim, bad pages reported). The same in every copy thread.
+__device__ __forceinline__ int32_t TmaRowOf(const MlaDecodeParams& p, const Item& it, int blk,
+                                            const TmaMap* kv_map) {
+  if (kv_map == nullptr || p.page_size < SmemSm90::kTokens) return -1;
+  const int64_t j0 = it.begin + static_cast<int64_t>(blk) * SmemSm90::kTokens;
+  if ((j0 & (SmemSm90::kTokens - 1)) != 0 || j0 + SmemSm90::kTokens > it.e_lim) return -1;
+  const int32_t page = p.kv_indices[it.kv_base + (j0 >> it.log2_page)];
+  if (page < 0 || page >= p.num_pages) return -1;
+  return page * p.page_size + static_cast<int32_t>(j0 & (p.page_size - 1));
+}
+
 // The copy threads' part of one item: the Q tile (after both consumers' last S of the previous
 // item) and each kv block into slot n % 2, chunk by chunk as the consumers free the slot's
 // halves (slot 0 frees chunks 0-3 with consumer 0's P V and 4-7 with consumer 1's; slot 1 the
-// other way round, ChunkAt; chunk 8 after both); each chunk's copies land on landed[slot][c].
-template <bool kFp8>
+// other way round, ChunkAt; chunk 8 after both); each chunk's copies land on landed[slot][c],
+// by cp.async, or (kTma) by one TMA load a chunk where the block allows it (TmaRowOf).
+template <bool kFp8, int kQRows, bool kTma>
 __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
-                             uint32_t seq, uint32_t item, int nblk) {
+                             uint32_t seq, uint32_t item, int nblk, const TmaMap* kv_map) {
   using L = SmemSm90;
   const int ctid = threadIdx.x & (kSm90WgThreads - 1);
   const Sm90Bars bars{SmemAddr(smem) + L::kBars};
@@ -624,19 +651,24 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
   MLAPS_SM90_MARK(7, item);
   if (item > 0) MLAPS_SM90_TIMED(8, MbarWait(bars.QEmpty(), (item - 1) & 1));  // S are done
   if (nblk == 0) return;
-  CopyChunks<kFp8>(q_rows, QRows<kFp8>(p, it, ctid), 0, 0, L::kChunks, ctid, smem + L::kQ);
+  CopyChunks<kFp8, kQRows>(q_rows, QRows<kFp8>(p, it, ctid), 0, 0, L::kChunks, ctid, smem + L::kQ);
   CpAsyncArrive(bars.QLanded());
   for (int t = 0; t < nblk; ++t) {
     const uint32_t n = seq + t;
     const int slot = static_cast<int>(n & 1);
     MLAPS_SM90_MARK(5, n);
-    const RowSources<kFp8> src = KvRows<kFp8>(p, it, t, ctid, cu);
+    const int32_t tma_row = kTma ? WarpUniform(TmaRowOf(p, it, t, kv_map)) : -1;
+    const RowSources<kFp8> src =
+        tma_row < 0 ? KvRows<kFp8>(p, it, t, ctid, cu) : RowSources<kFp8>{};
     uint8_t* tile = smem + L::kKv + slot * L::kTile;
-    // The L2 fill, kSm90PrefetchAhead blocks ahead.
-    if (t + kSm90PrefetchAhead < nblk) PrefetchKvBlock<kFp8>(p, it, t + kSm90PrefetchAhead, ctid);
-      // Positions 0-3 once their consumer freed them, then 4-8 (chunk 8 needs both); a chunk's
-      // arrival (.noinc: once all of this thread's earlier copies landed) follows its copies, so
-      // the converters start on chunk 0 while the later ones are in flight.
+    // The L2 fill, kSm90PrefetchAhead blocks ahead (not with TMA: the bf16 narrow kernel read
+    // ~45% more from DRAM with it, notes.md).
+    if (!kTma && t + kSm90PrefetchAhead < nblk) {
+      PrefetchKvBlock<kFp8>(p, it, t + kSm90PrefetchAhead, ctid);
+    }
+    // Positions 0-3 once their consumer freed them, then 4-8 (chunk 8 needs both); a chunk's
+    // arrival (.noinc: once all of this thread's earlier copies landed) follows its copies, so
+    // the converters start on chunk 0 while the later ones are in flight.
 #pragma unroll
     for (int pos = 0; pos < L::kChunks; ++pos) {
       if (n >= 2 && (pos == 0 || pos == 4)) {
@@ -644,14 +676,25 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
         MLAPS_SM90_MARK(6, n * 16 + pos);
         MLAPS_SM90_TIMED(9, MbarWait(bars.Empty(slot, w), ((n >> 1) - 1) & 1));
       }
-      CopyChunks<kFp8>(kv_rows, src, slot, pos, pos + 1, ctid, tile);
-      CpAsyncArrive(bars.Landed(slot, ChunkAt(slot, pos)));
+      const int c = ChunkAt(slot, pos);
+      if (tma_row < 0) {
+        CopyChunks<kFp8>(kv_rows, src, slot, pos, pos + 1, ctid, tile);
+        CpAsyncArrive(bars.Landed(slot, c));
+      } else if (ctid == 0) {
+        constexpr uint32_t kBytes = 64 * 64 * ChunkMap<kFp8>::kElem;
+        MbarArriveExpectTx(bars.Landed(slot, c), kBytes);
+        TmaLoad2D(SmemAddr(tile) + c * L::kChunk + ChunkMap<kFp8>::kStaging, kv_map, 64 * c,
+                  tma_row, bars.Landed(slot, c));
+      } else {
+        MbarArrive(bars.Landed(slot, c));
+      }
     }
   }
 }
 
-// The converter threads' part of one item: each landed chunk to f16, then published (full).
-template <bool kFp8>
+// The converter threads' part of one item: each landed chunk to f16 (kWiden; else left as it
+// landed; Q's first kQRows rows), then published (full).
+template <bool kFp8, bool kWiden, int kQRows>
 __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu, uint32_t seq,
                                 uint32_t item, int nblk) {
   using L = SmemSm90;
@@ -662,7 +705,9 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
   if (nblk > 0) {
     MLAPS_SM90_TIMED(10, MbarWait(bars.QLanded(), item & 1));
 #pragma unroll 1
-    for (int c = 0; c < L::kChunks; ++c) ConvertChunk<kFp8>(c, vtid, base + L::kQ, range);
+    for (int c = 0; c < L::kChunks && kWiden; ++c) {
+      ConvertChunk<kFp8, kQRows>(c, vtid, base + L::kQ, range);
+    }
   }
   FenceProxyAsync();  // the consumers' wgmma reads Q
   MbarArrive(bars.QFull());
@@ -673,38 +718,40 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
     for (int pos = 0; pos < L::kChunks; ++pos) {
       const int c = ChunkAt(slot, pos);
       MLAPS_SM90_TIMED(11, MbarWait(bars.Landed(slot, c), (n >> 1) & 1));
-      MLAPS_SM90_TIMED(12, ConvertChunk<kFp8>(c, vtid, base + L::kKv + slot * L::kTile, range));
+      if (kWiden) {
+        MLAPS_SM90_TIMED(12, ConvertChunk<kFp8>(c, vtid, base + L::kKv + slot * L::kTile, range));
+      }
       MLAPS_SM90_TIMED(15, FenceProxyAsync());  // the consumers' wgmma reads the chunk
       MbarArrive(bars.Full(slot, c));
     }
   }
-  if (!kFp8 && ((range & 0x7fffu) >= 0x4780u || (range >> 16) >= 0x4780u)) {
+  if (kWiden && !kFp8 && ((range & 0x7fffu) >= 0x4780u || (range >> 16) >= 0x4780u)) {
     const uint32_t hi = range >> 16, lo = range & 0xffffu;
     Report(p.status, kMlaF16Range, cu, -1, hi > lo ? hi : lo);
   }
 }
 
 // The producer's part of one item (copy or convert, by thread). Returns the item's kv blocks.
-template <bool kFp8>
+template <bool kFp8, bool kWiden, int kQRows, bool kTma>
 __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
-                               uint32_t seq, uint32_t item) {
+                               uint32_t seq, uint32_t item, const TmaMap* kv_map) {
   const int nblk = BlocksOf(it);
   if ((threadIdx.x & (kSm90WgThreads - 1)) < kSm90CopyThreads) {
-    CopyItemSm90<kFp8>(p, it, smem, cu, seq, item, nblk);
+    CopyItemSm90<kFp8, kQRows, kTma>(p, it, smem, cu, seq, item, nblk, kv_map);
   } else {
-    ConvertItemSm90<kFp8>(p, smem, cu, seq, item, nblk);
+    ConvertItemSm90<kFp8, kWiden, kQRows>(p, smem, cu, seq, item, nblk);
   }
   return nblk;
 }
 
-#endif  // __CUDA_ARCH__ || MLAPS_HOST_EMULATION
-
-// The sm90 decode kernel: the item walk of every path around the producer and consumer
-// routines (bf16 or fp8 e4m3fn, 64-row tiles). Its body exists in the NVIDIA device pass and
-// the CPU emulation only.
-template <bool kFp8>
-__global__ void __launch_bounds__(kSm90Threads, 1) MLAPS_SM90_KERNEL(const MlaDecodeParams p) {
-#if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
+// One block of an sm90 kernel on this layout: the mbarriers, then the item walk of each role
+// around the producer (RunProducerSm90: TMA loads from `kv_map` with kTma, compiled out
+// without; Q's first kMaxRows rows, the most an item of these tiles has) and the consumer routine
+// `run_consumer(std::integral_constant<int, w>, item, smem, seq, items_before)` (returns the
+// item's kv blocks).
+template <bool kFp8, bool kWiden, int kMaxRows, bool kTma, class RunConsumer>
+__device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const TmaMap* kv_map,
+                                             RunConsumer&& run_consumer) {
   mlapsTriggerDependents();  // the reduce may launch (it waits for this grid: LaunchMlaReduce)
   uint8_t* smem = DynamicSmem();
   smem += (SmemSm90::kAlign - (SmemAddr(smem) & (SmemSm90::kAlign - 1))) & (SmemSm90::kAlign - 1);
@@ -731,8 +778,8 @@ __global__ void __launch_bounds__(kSm90Threads, 1) MLAPS_SM90_KERNEL(const MlaDe
     SetMaxRegsDec<kSm90ProducerRegs>();
 #endif
     MLAPS_SM90_MARK(8, 0);
-    WalkItems</*kRecord=*/false>(p, SmemSm90::kRows, [&](const Item& it, int cu) {
-      seq += RunProducerSm90<kFp8>(p, it, smem, cu, seq, item);
+    WalkItems</*kRecord=*/false>(p, kMaxRows, [&](const Item& it, int cu) {
+      seq += RunProducerSm90<kFp8, kWiden, kMaxRows, kTma>(p, it, smem, cu, seq, item, kv_map);
       ++item;
     });
     MLAPS_SM90_MARK(9, item);
@@ -744,26 +791,39 @@ __global__ void __launch_bounds__(kSm90Threads, 1) MLAPS_SM90_KERNEL(const MlaDe
     MLAPS_SM90_MARK(8, 0);
     if (wg == 0) {
       WalkItems(
-          p, SmemSm90::kRows,
+          p, kMaxRows,
           [&](const Item& it, int) {
-            seq += RunConsumerSm90<kFp8, 0>(p, it, smem, seq, item);
+            seq += run_consumer(std::integral_constant<int, 0>{}, it, smem, seq, item);
             ++item;
           },
           2 * kSm90WgThreads);
-      MLAPS_SM90_MARK(9, item);
-      MLAPS_SM90_TIMES_END();
     } else {
       WalkItems(
-          p, SmemSm90::kRows,
+          p, kMaxRows,
           [&](const Item& it, int) {
-            seq += RunConsumerSm90<kFp8, 1>(p, it, smem, seq, item);
+            seq += run_consumer(std::integral_constant<int, 1>{}, it, smem, seq, item);
             ++item;
           },
           2 * kSm90WgThreads);
-      MLAPS_SM90_MARK(9, item);
-      MLAPS_SM90_TIMES_END();
     }
+    MLAPS_SM90_MARK(9, item);
+    MLAPS_SM90_TIMES_END();
   }
+}
+
+#endif  // __CUDA_ARCH__ || MLAPS_HOST_EMULATION
+
+// The sm90 decode kernel of 64-row tiles: the item walk of every path around the producer and
+// consumer routines (bf16 or fp8 e4m3fn, widened to f16). Its body exists in the NVIDIA device
+// pass and the CPU emulation only.
+template <bool kFp8>
+__global__ void __launch_bounds__(kSm90Threads, 1) MLAPS_SM90_KERNEL(const MlaDecodeParams p) {
+#if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
+  RunSm90Block<kFp8, /*kWiden=*/true, SmemSm90::kRows, /*kTma=*/false>(
+      p, /*kv_map=*/nullptr,
+      [&](auto w, const Item& it, uint8_t* smem, uint32_t seq, uint32_t item) {
+        return RunConsumerSm90<kFp8, decltype(w)::value>(p, it, smem, seq, item);
+      });
 #endif
 }
 

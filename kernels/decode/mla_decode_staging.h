@@ -176,13 +176,14 @@ inline MlaReduceParams ReduceParamsFor(const Batch& batch, const WorkPlan& plan,
 
 // Rows of the partial buffers the kernels may use for `plan` (at least 1, so that the
 // buffers exist).
-// The decode path named by `text` ("auto", "mma", "wgmma" or "f16"; nullptr: auto), e.g. the
-// MLAPS_MLA_PATH variable the GPU tests and the benchmark read; -1 for anything else.
+// The decode path named by `text` ("auto", "mma", "wgmma", "f16" or "narrow"; nullptr: auto),
+// e.g. the MLAPS_MLA_PATH variable the GPU tests and the benchmark read; -1 for anything else.
 inline int32_t ParseDecodePath(const char* text) {
   if (text == nullptr || std::strcmp(text, "auto") == 0) return kMlaPathAuto;
   if (std::strcmp(text, "mma") == 0) return kMlaPathMmaSync;
   if (std::strcmp(text, "wgmma") == 0) return kMlaPathWgmma;
   if (std::strcmp(text, "f16") == 0) return kMlaPathWgmmaF16;
+  if (std::strcmp(text, "narrow") == 0) return kMlaPathWgmmaNarrow;
   return -1;
 }
 

@@ -72,6 +72,13 @@ __device__ __forceinline__ void MbarWait(uint32_t bar, uint32_t parity) {
   mlaps_emu::MbarWait(bar, parity);
 }
 __device__ __forceinline__ void CpAsyncArrive(uint32_t bar) { mlaps_emu::CpAsyncArrive(bar); }
+__device__ __forceinline__ void MbarArriveExpectTx(uint32_t bar, uint32_t bytes) {
+  mlaps_emu::MbarArriveExpectTx(bar, static_cast<int>(bytes));
+}
+__device__ __forceinline__ void TmaLoad2D(uint32_t dst, const void* map, int x, int y,
+                                          uint32_t bar) {
+  mlaps_emu::TmaLoad2D(dst, map, x, y, bar);
+}
 __device__ __forceinline__ void FenceProxyAsync() {}
 __device__ __forceinline__ void NamedBarrierSync(int id, int threads) {
   mlaps_emu::NamedBarrierSync(id, threads);
@@ -114,6 +121,12 @@ __device__ __forceinline__ void WgmmaM64N256K16F16RegATransB(float (&d)[128],
   mlaps_emu::WgmmaRegA(d, 256, a, desc_b, /*trans_b=*/true, accumulate != 0,
                        mlaps_emu::WgmmaType::kF16);
 }
+template <bool kBf16, bool kTransA>
+__device__ __forceinline__ void WgmmaM64N16K16(float (&d)[8], uint64_t desc_a, uint64_t desc_b,
+                                               int accumulate) {
+  mlaps_emu::Wgmma(d, 16, desc_a, desc_b, /*trans_b=*/false, accumulate != 0,
+                   kBf16 ? mlaps_emu::WgmmaType::kBf16 : mlaps_emu::WgmmaType::kF16, kTransA);
+}
 template <int kRegs>
 __device__ __forceinline__ void SetMaxRegsInc() {}
 template <int kRegs>
@@ -126,6 +139,9 @@ __device__ __forceinline__ uint4 LoadGlobal16(const void* p) {
 }
 __device__ __forceinline__ uint32_t Bf16x2ToF16x2(uint32_t two) {
   return mlaps_emu::Bf16x2ToF16x2(two);
+}
+__device__ __forceinline__ void StoreShared16(uint32_t addr, uint16_t v) {
+  memcpy(mlaps_emu::SmemBytes(addr, 2), &v, 2);
 }
 __device__ __forceinline__ void StoreShared32(uint32_t addr, uint32_t v) {
   memcpy(mlaps_emu::SmemBytes(addr, 4), &v, 4);
@@ -193,6 +209,22 @@ __device__ __forceinline__ void MbarWait(uint32_t bar, uint32_t parity) {
 // barrier's count includes this arrival: .noinc).
 __device__ __forceinline__ void CpAsyncArrive(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+// One arrival that also expects `bytes` more transaction bytes in the current phase (the
+// phase completes when both the arrivals and the bytes are in).
+__device__ __forceinline__ void MbarArriveExpectTx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+// TMA: the box at element (x, y) of the 2-D tensor map at `map` (a __grid_constant__ kernel
+// parameter) into shared memory at `dst`, completing its bytes on `bar`.
+__device__ __forceinline__ void TmaLoad2D(uint32_t dst, const void* map, int x, int y,
+                                          uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, "
+      "{%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(map), "r"(x), "r"(y), "r"(bar)
+      : "memory");
 }
 // Orders this thread's generic-proxy shared memory accesses before later async-proxy ones
 // (wgmma operand reads).
@@ -367,6 +399,30 @@ __device__ __forceinline__ void WgmmaM64N256K16F16RegATransB(float (&d)[128],
 #undef MLAPS_WGMMA_D128
 #undef MLAPS_WGMMA_D128_REGS
 
+// d (m64n16, fp32) = A B (+ d) with A = 64 x 16 (K-major, or MN-major with kTransA) and B = 16
+// x 16 (K-major), bf16 or f16, both from shared memory.
+template <bool kBf16, bool kTransA>
+__device__ __forceinline__ void WgmmaM64N16K16(float (&d)[8], uint64_t desc_a, uint64_t desc_b,
+                                               int accumulate) {
+  if constexpr (kBf16) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, %11, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7])
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(kTransA ? 1 : 0));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, %11, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7])
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(kTransA ? 1 : 0));
+  }
+}
+
 // Register budget of the calling warpgroup (sm_90a; the kernel needs a launch-bounds cap).
 template <int kRegs>
 __device__ __forceinline__ void SetMaxRegsInc() {
@@ -392,6 +448,9 @@ __device__ __forceinline__ uint4 LoadGlobal16(const void* p) {
 }
 
 // Shared memory by 32-bit shared address (no 64-bit generic pointer to keep in registers).
+__device__ __forceinline__ void StoreShared16(uint32_t addr, uint16_t v) {
+  asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(addr), "h"(v) : "memory");
+}
 __device__ __forceinline__ void StoreShared32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }

@@ -197,13 +197,8 @@ TEST(MlaDecodeSm90F16EmuTest, Fp8ManyItemsOnOneBlock) {
 // A bad page id on the fp8 path: reported (the kernel reads zeros for it instead).
 TEST(MlaDecodeSm90F16EmuTest, Fp8StatusWordReportsABadPage) {
   const Batch batch = MakeVarlenBatch(Arch::kSm90, DType::kFp8, 64, {40, 200}, 1, 16);
-  sim::DecodeCase c = sim::MakeDecodeCase(batch, 27);
-  c.kv_indices[7] = -3;  // request 1's fifth page: kv block 1 of its item
-  const DecodeRunResult got = RunSm90(kF16Tile, c, PlanForTest(batch, 1));
-  EXPECT_EQ(got.error, "");
-  EXPECT_EQ(got.status.code, kMlaBadPageId);
-  EXPECT_EQ(got.status.index, 7);
-  EXPECT_EQ(got.status.value, -3);
+  // Request 1's fifth page: kv block 1 of its item.
+  testing::ExpectBadPageReported(kF16Tile, batch, 27, 7, -3, PlanForTest(batch, 1));
 }
 
 TEST(MlaDecodeSm90F16EmuTest, StatusWordReportsABf16ValueBeyondF16) {

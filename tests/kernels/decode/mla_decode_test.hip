@@ -148,6 +148,14 @@ WorkPlan Plan(const Batch& batch, int num_cu = 0, int fixed_overhead = -1) {
   return plan.ok() ? *plan : WorkPlan{};
 }
 
+// The device's SM count (plans of one block an SM).
+int SmCount() {
+  int device = 0, sms = 0;
+  EXPECT_EQ(hipGetDevice(&device), hipSuccess);
+  EXPECT_EQ(hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device), hipSuccess);
+  return sms;
+}
+
 float ElemToFloat(const uint8_t* bytes, int64_t i, bool fp8) {
   if (fp8) return sim::Fp8BitsToFloat(bytes[i], Fp8Format::kE4m3fn);
   uint16_t b;
@@ -609,6 +617,12 @@ TEST_F(MlaDecodeGpu, ManySplitsAndLongItems) {
   std::vector<Check> checks;
   const Batch a = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 1, 1, 12000, 64);
   AddCheck(&checks, sim::MakeDecodeCase(a, 21), Plan(a), "bf16 H16 q1 B1 ctx12000 (many pieces)");
+  // The same on one block an SM (the narrow-tile kernel), both dtypes.
+  AddCheck(&checks, sim::MakeDecodeCase(a, 24), Plan(a, SmCount()),
+           "bf16 H16 q1 B1 ctx12000 one block an SM (many pieces)");
+  const Batch a8 = MakeUniformBatch(Arch::kSm90, DType::kFp8, 16, 3, 1, 7000, 1);
+  AddCheck(&checks, sim::MakeDecodeCase(a8, 25, 0.6, 1.7), Plan(a8, SmCount()),
+           "fp8 H16 q1 B3 ctx7000 page1 one block an SM");
   const Batch b = MakeUniformBatch(Arch::kSm90, DType::kFp8, 32, 2, 3, 4000, 1);
   AddCheck(&checks, sim::MakeDecodeCase(b, 22, 0.4, 2.5), Plan(b, 20),
            "fp8 H32 q3 B2 ctx4000 cu20");
@@ -625,11 +639,15 @@ struct GridStats {
   double worst_cos = 0, worst_abs = 0, worst_lse = 0;
 };
 
+// one_block_an_sm: planned for one block an SM (the default plan of 16-row tiles has two, the
+// compact mma.sync layout; one an SM runs them on the narrow-tile sm90 kernel).
 struct GridShape {
   int heads, qlen;
+  bool one_block_an_sm = false;
 };
-constexpr GridShape kGridShapes[] = {{16, 1}, {16, 3}, {16, 4}, {16, 6}, {32, 2},  {32, 3},
-                                     {32, 4}, {64, 1}, {64, 2}, {64, 3}, {128, 1}, {128, 2}};
+constexpr GridShape kGridShapes[] = {{16, 1}, {16, 1, true}, {16, 3}, {16, 4}, {16, 6},
+                                     {32, 2}, {32, 3},       {32, 4}, {64, 1}, {64, 2},
+                                     {64, 3}, {128, 1},      {128, 2}};
 
 class MlaDecodeGrid : public MlaDecodeGpu {
  protected:
@@ -697,7 +715,7 @@ class MlaDecodeGrid : public MlaDecodeGpu {
     // The group's page table holds every page of the original lengths; raising a length to
     // qlen never adds a page (21 >= 6 >= qlen), so the tables agree.
     ASSERT_EQ(batch.kv_indptr.back(), static_cast<int32_t>(perm.size()));
-    const WorkPlan plan = Plan(batch);
+    const WorkPlan plan = Plan(batch, shape.one_block_an_sm ? SmCount() : 0);
     const int64_t q_elems = batch.total_q_tokens() * shape.heads * int64_t{kHeadDimQk};
     ASSERT_LE(q_elems * elem, kQBytes);
     hipLaunchKernelGGL(FillNormal, dim3(1024), dim3(256), 0, stream_, q_, q_elems, seed, 2.0f,
@@ -708,8 +726,9 @@ class MlaDecodeGrid : public MlaDecodeGpu {
     MlaStatus status{};
     Launch(batch, plan, ba, pa, num_pages, q_scale, kv_scale, false, &status);
     char name[128];
-    std::snprintf(name, sizeof(name), "%s H%d q%d B%d ctx%d page%d", fp8 ? "fp8" : "bf16",
-                  shape.heads, shape.qlen, batch.num_requests(), kv_lens.back(), page_size);
+    std::snprintf(name, sizeof(name), "%s H%d q%d B%d ctx%d page%d%s", fp8 ? "fp8" : "bf16",
+                  shape.heads, shape.qlen, batch.num_requests(), kv_lens.back(), page_size,
+                  shape.one_block_an_sm ? " one block an SM" : "");
     SCOPED_TRACE(name);
     EXPECT_EQ(status.code, kMlaOk) << "cu " << status.cu << " index " << status.index;
     // Every element written (no NaN poison left) and every LSE finite.

@@ -87,6 +87,19 @@ inline void CheckSm90Case(const Sm90KernelUnderTest& k, const sim::DecodeCase& c
   if (got.error.empty()) ExpectScheduleIndependent(k, c, plan, got);
 }
 
+// A bad page id (`value` at kv_indices[index]) under `plan`: the kernel reports it with its
+// index and value in the status word (and reads zeros for it).
+inline void ExpectBadPageReported(const Sm90KernelUnderTest& k, const Batch& batch, uint64_t seed,
+                                  int index, int32_t value, const WorkPlan& plan) {
+  sim::DecodeCase c = sim::MakeDecodeCase(batch, seed);
+  c.kv_indices[index] = value;
+  const DecodeRunResult got = RunSm90(k, c, plan);
+  EXPECT_EQ(got.error, "");
+  EXPECT_EQ(got.status.code, kMlaBadPageId);
+  EXPECT_EQ(got.status.index, index);
+  EXPECT_EQ(got.status.value, value);
+}
+
 // CP round-robin (W ranks, I tokens a sub-page), bf16: every rank runs its shard with fp32
 // final O against the executor (final_o_bf16 = false) and the fp64 reference on the same view
 // with the CP hook (rows that see none of the rank's tokens exactly O = 0, LSE = -inf), then

@@ -56,7 +56,7 @@ struct WgArgs {
   const uint32_t* a_regs = nullptr;  // register A: this thread's four A registers
   float* d = nullptr;
   int n = 0, pending = 0;
-  bool trans_b = false, accumulate = false, fenced = false;
+  bool trans_a = false, trans_b = false, accumulate = false, fenced = false;
   WgmmaType type = WgmmaType::kBf16;
 };
 
@@ -85,19 +85,22 @@ struct Mbarrier {
   int count = 0;    // arrivals per phase
   int pending = 0;  // arrivals the current phase still needs
   uint32_t phase = 0;
+  int64_t tx = 0;  // transaction bytes the current phase still expects (expect_tx - landed)
 };
 
-// A cp.async.mbarrier.arrive.noinc: the thread's copies, then one arrival on `bar`.
+// A cp.async.mbarrier.arrive.noinc: the thread's copies, then one arrival on `bar`; or a TMA
+// load (tx_bytes > 0): its copies, then tx_bytes of transactions completed on `bar`.
 struct AsyncArrival {
   uint32_t bar;
   int thread;
   std::vector<Copy> copies;
+  int64_t tx_bytes = 0;
 };
 
 // One issued wgmma of a warpgroup, until a wait retires it.
 struct WgmmaOp {
   int n = 0;
-  bool trans_b = false, accumulate = false, a_from_regs = false;
+  bool trans_a = false, trans_b = false, accumulate = false, a_from_regs = false;
   WgmmaType type = WgmmaType::kBf16;
   uint64_t desc_a = 0, desc_b = 0;
   std::array<const uint32_t*, kWgThreads> a_regs{};  // register A: each thread's registers
@@ -359,20 +362,37 @@ Mbarrier& MbarAt(uint32_t bar, const char* what) {
   return it->second;
 }
 
-void MbarArrival(Mbarrier& m) {
-  ++rt->progress;
-  if (--m.pending == 0) {
+// The phase completes once it has all its arrivals and the bytes it expects.
+void MaybeCompletePhase(Mbarrier& m) {
+  if (m.pending == 0 && m.tx == 0) {
     ++m.phase;
     m.pending = m.count;
   }
 }
 
+void MbarArrival(Mbarrier& m) {
+  ++rt->progress;
+  --m.pending;
+  MaybeCompletePhase(m);
+}
+
 bool PhaseDone(const Mbarrier& m, uint32_t parity) { return (m.phase & 1u) != (parity & 1u); }
 
-// The copies of a cp.async.mbarrier.arrive land, then its arrival.
+// The copies of a cp.async.mbarrier.arrive land, then its arrival (or a TMA load's bytes).
 void Land(const AsyncArrival& a) {
   for (const Copy& c : a.copies) LandCopy(c);
-  MbarArrival(MbarAt(a.bar, "cp.async.mbarrier.arrive"));
+  if (a.tx_bytes == 0) {
+    MbarArrival(MbarAt(a.bar, "cp.async.mbarrier.arrive"));
+    return;
+  }
+  Mbarrier& m = MbarAt(a.bar, "cp.async.bulk.tensor complete_tx");
+  m.tx -= a.tx_bytes;
+  if (m.tx < 0) {
+    DieAt("cp.async.bulk.tensor: mbarrier " + Hex(a.bar) +
+          " received more transaction bytes than its phase expected (expect_tx missing?)");
+  }
+  ++rt->progress;
+  MaybeCompletePhase(m);
 }
 
 int WarpgroupOf(const char* what) {
@@ -396,8 +416,8 @@ void WarpgroupCollective(const WgArgs& args, const char* what, Last&& last) {
                  const WgArgs& o = rt->fibers[wg * kWgThreads + t].wg_args;
                  if (o.kind != args.kind || o.desc_a != args.desc_a || o.desc_b != args.desc_b ||
                      o.n != args.n || o.pending != args.pending || o.trans_b != args.trans_b ||
-                     o.accumulate != args.accumulate || o.type != args.type ||
-                     (o.a_regs == nullptr) != (args.a_regs == nullptr)) {
+                     o.trans_a != args.trans_a || o.accumulate != args.accumulate ||
+                     o.type != args.type || (o.a_regs == nullptr) != (args.a_regs == nullptr)) {
                    DieAt(std::string(what) + ": thread " + std::to_string(wg * kWgThreads + t) +
                          " of warpgroup " + std::to_string(wg) +
                          " reached it with another instruction or other operands (.sync.aligned "
@@ -514,6 +534,7 @@ void IssueWgmma(int wg) {
   const WgArgs& args = rt->fibers[wg * kWgThreads].wg_args;
   WgmmaOp op;
   op.n = args.n;
+  op.trans_a = args.trans_a;
   op.trans_b = args.trans_b;
   op.accumulate = args.accumulate;
   op.desc_a = args.desc_a;
@@ -526,7 +547,7 @@ void IssueWgmma(int wg) {
   if (op.a_from_regs) {
     op.a = RegisterOperandA(wg, args.type, &op);
   } else {
-    op.a = ReadOperand(args.desc_a, false, 64, "A", true, args.type);
+    op.a = ReadOperand(args.desc_a, args.trans_a, 64, "A", true, args.type);
   }
   op.b = ReadOperand(args.desc_b, args.trans_b, args.n, "B", true, args.type);
   const int frag = args.n / 2;  // accumulators a thread holds: 64 x n over 128 threads
@@ -571,7 +592,7 @@ void RetireWgmmas(int wg, size_t count) {
       }
     }
     const std::vector<float> a =
-        op.a_from_regs ? op.a : ReadOperand(op.desc_a, false, 64, "A", false, op.type);
+        op.a_from_regs ? op.a : ReadOperand(op.desc_a, op.trans_a, 64, "A", false, op.type);
     const std::vector<float> b = ReadOperand(op.desc_b, op.trans_b, n, "B", false, op.type);
     for (int which = 0; which < 2; ++which) {
       const std::vector<float>& now = which == 0 ? a : b;
@@ -885,6 +906,76 @@ void CpAsyncArrive(uint32_t bar) {
   ++rt->progress;  // a waiter on `bar` may now complete its phase
 }
 
+// The emulated tensor map (in the 128 bytes of a CUtensorMap).
+struct EmuTmaMap {
+  uint64_t tag;
+  const uint8_t* base;
+  int64_t inner, rows, row_stride;
+  int32_t elem_bytes, box_inner, box_rows, swizzle_128b;
+};
+static_assert(sizeof(EmuTmaMap) <= 128, "fits a CUtensorMap");
+constexpr uint64_t kTmaTag = 0x746d615f6d617032ull;  // "tma_map2"
+
+void EncodeTmaMap2D(void* map, const void* base, int elem_bytes, int64_t inner, int64_t rows,
+                    int64_t row_stride, int box_inner, int box_rows, bool swizzle_128b) {
+  const int64_t box_row_bytes = int64_t{box_inner} * elem_bytes;
+  if (reinterpret_cast<uintptr_t>(base) % 16 != 0 || row_stride % 16 != 0 || inner < 1 ||
+      rows < 1 || box_inner < 1 || box_rows < 1 || box_rows > 256 || box_row_bytes % 16 != 0 ||
+      (swizzle_128b && box_row_bytes != 128) || inner * elem_bytes > row_stride) {
+    Die("EncodeTmaMap2D: unsupported or misaligned tensor map", base);
+  }
+  EmuTmaMap m{kTmaTag,
+              static_cast<const uint8_t*>(base),
+              inner,
+              rows,
+              row_stride,
+              elem_bytes,
+              box_inner,
+              box_rows,
+              swizzle_128b ? 1 : 0};
+  std::memset(map, 0, 128);
+  std::memcpy(map, &m, sizeof(m));
+}
+
+void MbarArriveExpectTx(uint32_t bar, int bytes) {
+  Mbarrier& m = MbarAt(bar, "mbarrier.arrive.expect_tx");
+  if (bytes < 0) DieAt("mbarrier.arrive.expect_tx: negative byte count");
+  m.tx += bytes;
+  MbarArrival(m);
+}
+
+void TmaLoad2D(uint32_t dst, const void* map, int x, int y, uint32_t bar) {
+  MbarAt(bar, "cp.async.bulk.tensor");
+  EmuTmaMap m;
+  std::memcpy(&m, map, sizeof(m));
+  if (m.tag != kTmaTag) DieAt("cp.async.bulk.tensor: not a tensor map (" + WhoAmI() + ")");
+  const uint32_t align = m.swizzle_128b ? 1024u : 128u;
+  if (dst % align != 0) {
+    DieAt("cp.async.bulk.tensor: shared destination " + Hex(dst) + " not " + std::to_string(align) +
+          "-byte aligned");
+  }
+  const int row_bytes = m.box_inner * m.elem_bytes;
+  AsyncArrival a{bar, rt->current, {}, int64_t{row_bytes} * m.box_rows};
+  uint8_t* smem = SmemAt(dst, static_cast<int>(a.tx_bytes), "cp.async.bulk.tensor");
+  for (int r = 0; r < m.box_rows; ++r) {
+    for (int u = 0; u < row_bytes / 16; ++u) {
+      // The box lands row after row; the 128-byte swizzle XORs a row's 16-byte units by the
+      // row's index within its 1024-byte atom (a function of the shared address).
+      uint32_t off = static_cast<uint32_t>(r * row_bytes + 16 * u);
+      if (m.swizzle_128b) off ^= ((off >> 7) & 7u) << 4;
+      const int64_t gy = int64_t{y} + r, gx = int64_t{x} + int64_t{u} * 16 / m.elem_bytes;
+      // Elements outside the tensor read as zeros (a 16-byte unit is in or out as a whole
+      // here: the callers' boxes tile the inner dimension).
+      const bool valid = gy >= 0 && gy < m.rows && gx >= 0 && gx < m.inner;
+      const uint8_t* src = valid ? m.base + gy * m.row_stride + gx * m.elem_bytes : nullptr;
+      std::memset(smem + off, 0xff, 16);
+      a.copies.push_back({smem + off, src, valid});
+    }
+  }
+  rt->in_flight.push_back(std::move(a));
+  ++rt->progress;
+}
+
 void NamedBarrierSync(int id, int threads) {
   Self();  // inside a launch
   const int block = static_cast<int>(rt->fibers.size());
@@ -950,9 +1041,10 @@ WgArgs WgmmaArgs(float* d, int n, uint64_t desc_b, bool trans_b, bool accumulate
 }
 
 void Wgmma(float* d, int n, uint64_t desc_a, uint64_t desc_b, bool trans_b, bool accumulate,
-           WgmmaType type) {
+           WgmmaType type, bool trans_a) {
   WgArgs args = WgmmaArgs(d, n, desc_b, trans_b, accumulate, type);
   args.desc_a = desc_a;
+  args.trans_a = trans_a;
   WarpgroupCollective(args, "wgmma.mma_async", [](int wg) { IssueWgmma(wg); });
 }
 

@@ -151,18 +151,29 @@ void MbarArrive(uint32_t bar);
 void MbarWait(uint32_t bar, uint32_t parity);
 void CpAsyncArrive(uint32_t bar);
 void NamedBarrierSync(int id, int threads);
+// TMA: a 2-D tensor map in the 128 bytes at `map` (rows of `inner` elements of `elem_bytes`,
+// `row_stride` bytes apart; boxes of box_rows x box_inner elements landing row after row, with
+// the 128-byte swizzle when asked), as cuTensorMapEncodeTiled makes on the GPU (aborts on
+// what the emulation does not model); mbarrier.arrive.expect_tx; and the load of the box at
+// element (x, y) into shared memory, completing `bytes` on `bar` when it lands (as late as a
+// waiter on `bar` allows; elements outside the tensor read as zeros).
+void EncodeTmaMap2D(void* map, const void* base, int elem_bytes, int64_t inner, int64_t rows,
+                    int64_t row_stride, int box_inner, int box_rows, bool swizzle_128b);
+void MbarArriveExpectTx(uint32_t bar, int bytes);
+void TmaLoad2D(uint32_t dst, const void* map, int x, int y, uint32_t bar);
 void WgmmaFence();
 void WgmmaCommit();
 void WgmmaWait(int pending);
 // The element type of a wgmma's A and B operands (both the same).
 enum class WgmmaType { kBf16, kF16, kE4m3 };
-// d (m64n`n`, fp32 fragment) = A B (+ d with `accumulate`): A 64 x K K-major, B K x n K-major
-// or, with trans_b, MN-major (16-bit types only); operands in shared memory. K = 16 for bf16 /
+// d (m64n`n`, fp32 fragment) = A B (+ d with `accumulate`): A 64 x K K-major or, with
+// trans_a, MN-major; B K x n K-major or, with trans_b, MN-major (MN-major: 16-bit types only);
+// operands in shared memory. K = 16 for bf16 /
 // f16, 32 for e4m3 (one k step is 32 bytes of a row either way). The exact products are summed
 // in fp32 here; the H200's e4m3 wgmma keeps fewer accumulator bits (see
 // kernels/decode/notes.md, session 8), so e4m3 accuracy is checked on the GPU only.
 void Wgmma(float* d, int n, uint64_t desc_a, uint64_t desc_b, bool trans_b, bool accumulate,
-           WgmmaType type = WgmmaType::kBf16);
+           WgmmaType type = WgmmaType::kBf16, bool trans_a = false);
 // The same with A (64 x 16) from registers: each thread passes its four 32-bit registers of
 // the A fragment (warp w of the warpgroup holds rows 16 w .. 16 w + 15; lane l: a[0] = row
 // 16 w + l / 4, k = 2 (l % 4) and + 1 (low half first); a[1] the row + 8; a[2], a[3] the same

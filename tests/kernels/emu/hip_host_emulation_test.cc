@@ -1,9 +1,10 @@
 // The emulated Hopper primitives (hip_host_emulation.h) on small hand-made cases: wgmma
-// fragments against a plain matrix product for the operand layouts the sm90 kernel uses
-// (K-major 128B-swizzled A and B, K-major unswizzled A, MN-major 128B-swizzled B; e4m3 A and
-// B K-major 128B-swizzled), written here with the kernel's own style of addressing (16-byte
-// unit XOR row); mbarrier phases and the deadlock report; the aborts for poisoned operands,
-// e4m3 read MN-major and accumulators touched in flight.
+// fragments against a plain matrix product for the operand layouts the sm90 kernels use
+// (K-major 128B-swizzled A and B, K-major unswizzled A, MN-major 128B-swizzled B or A; e4m3 A
+// and B K-major 128B-swizzled), written here with the kernel's own style of addressing (16-byte
+// unit XOR row); mbarrier phases and the deadlock report; cp.async and TMA landing at the
+// mbarrier wait; the aborts for poisoned operands, e4m3 read MN-major and accumulators
+// touched in flight.
 #include <cstring>
 #include <string>
 #include <vector>
@@ -121,6 +122,88 @@ TEST(HipHostEmulationTest, WgmmaKMajorPlainTimesMnMajorSwizzled128) {
       ASSERT_EQ(got[t * 128 + e], Expected(t, e, false)) << t << " " << e;
     }
   }
+}
+
+// A (64 x 16) MN-major 128B-swizzled (k rows of the 64 m elements, one 128-byte row a k, 8-row
+// groups 1024 bytes apart) and B (16 x 16) K-major 128B-swizzled, as the narrow kernel's
+// O^T += V^T P^T (m64n16k16, trans-a).
+TEST(HipHostEmulationTest, WgmmaMnMajorASwizzled128TimesKMajorB) {
+  std::vector<float> got(128 * 8);
+  const std::string error = Launch(dim3(1), dim3(128), 8192, [&] {
+    const int t = threadIdx.x;
+    if (t == 0) {
+      for (int k = 0; k < 16; ++k) {
+        for (int m = 0; m < 64; ++m) {
+          Put(k * 128 + (((m / 8) ^ (k & 7)) << 4) + (m % 8) * 2, ValA(m, k));
+        }
+      }
+      for (int n = 0; n < 16; ++n) {
+        for (int u = 0; u < 8; ++u) {
+          for (int x = 0; x < 8; ++x) {
+            const int k = 8 * u + x;  // the slice k = 0..15 is elements 0..15 of the row
+            Put(4096 + n * 128 + ((u ^ (n & 7)) << 4) + 2 * x, k < 16 ? ValB(n, k) : 99.0f);
+          }
+        }
+      }
+    }
+    __syncthreads();
+    float d[8];
+    for (float& x : d) x = 0.0f;
+    mlaps_emu::WgmmaFence();
+    mlaps_emu::Wgmma(d, 16, Desc(0, 8192, 1024, kSw128), Desc(4096, 16, 1024, kSw128),
+                     /*trans_b=*/false, /*accumulate=*/false, mlaps_emu::WgmmaType::kBf16,
+                     /*trans_a=*/true);
+    mlaps_emu::WgmmaCommit();
+    mlaps_emu::WgmmaWait(0);
+    for (int e = 0; e < 8; ++e) got[t * 8 + e] = d[e];
+  });
+  ASSERT_EQ(error, "");
+  for (int t = 0; t < 128; ++t) {
+    for (int e = 0; e < 8; ++e) ASSERT_EQ(got[t * 8 + e], Expected(t, e, false)) << t << " " << e;
+  }
+}
+
+// A TMA load of a 4-row x 64-element bf16 box, 128B-swizzled, whose last row is past the
+// tensor: poison until the mbarrier wait, then the rows at their swizzled units and zeros for
+// the missing row; a phase that expects more bytes than land never completes (deadlock).
+TEST(HipHostEmulationTest, TmaLoadSwizzlesZeroFillsAndCompletesOnBytes) {
+  constexpr int kRows = 3, kInner = 80;  // a tensor of 3 rows of 80 bf16 (row stride 160 B)
+  alignas(16) static uint16_t tensor[kRows * kInner];
+  for (int i = 0; i < kRows * kInner; ++i) tensor[i] = static_cast<uint16_t>(i + 1);
+  alignas(64) unsigned char map[128];
+  mlaps_emu::EncodeTmaMap2D(map, tensor, 2, kInner, kRows, kInner * 2, 64, 4, true);
+  uint8_t before = 0;
+  std::vector<uint16_t> got(4 * 64);
+  const std::string error = Launch(dim3(1), dim3(32), 2048, [&] {
+    if (threadIdx.x != 0) return;
+    mlaps_emu::MbarInit(0, 1);
+    mlaps_emu::MbarArriveExpectTx(0, 4 * 128);
+    mlaps_emu::TmaLoad2D(1024, map, 8, 1, 0);  // rows 1, 2, 3 (past the end), elements 8..71
+    before = mlaps_emu::DynamicSmem()[1024];
+    mlaps_emu::MbarWait(0, 0);
+    for (int r = 0; r < 4; ++r) {
+      for (int x = 0; x < 64; ++x) {
+        const uint32_t off = 1024 + r * 128 + ((((x / 8) ^ r) & 7) << 4) + 2 * (x % 8);
+        std::memcpy(&got[r * 64 + x], mlaps_emu::DynamicSmem() + off, 2);
+      }
+    }
+  });
+  ASSERT_EQ(error, "");
+  EXPECT_EQ(before, 0xff);
+  for (int r = 0; r < 4; ++r) {
+    for (int x = 0; x < 64; ++x) {
+      const uint16_t want = r + 1 < kRows ? tensor[(r + 1) * kInner + 8 + x] : 0;
+      ASSERT_EQ(got[r * 64 + x], want) << "row " << r << " element " << x;
+    }
+  }
+  const std::string short_of_bytes = Launch(dim3(1), dim3(32), 2048, [&] {
+    if (threadIdx.x != 0) return;
+    mlaps_emu::MbarInit(0, 1);
+    mlaps_emu::MbarArriveExpectTx(0, 4 * 128 + 16);
+    mlaps_emu::TmaLoad2D(1024, map, 8, 1, 0);
+    mlaps_emu::MbarWait(0, 0);
+  });
+  EXPECT_NE(short_of_bytes.find("deadlock"), std::string::npos) << short_of_bytes;
 }
 
 // The shared e4m3 case (e4m3_wgmma_case.h; the GPU test runs the same bytes): A and B

@@ -1,0 +1,400 @@
+// Hopper (sm_90a) path of the persistent MLA decode for narrow tiles (at most 16 q rows: H = 16
+// at qlen 1, or H / head_fold x tokens_per_tile <= 16), one block an SM. Contract: mla_decode.h;
+// the shared-memory layout and the producer warpgroup are the f16-tile kernel's
+// (mla_decode_sm90.h); measurements: notes.md.
+//
+// Why a kernel of its own: a 64-row wgmma tile holding 16 rows wastes 3/4 of its tensor work.
+// Here the products are transposed so that the 64 kv tokens of a block are the wgmma M and the
+// q rows its N = 16, with no padding:
+//   S^T (64 tokens x 16 rows)  = K (the kv slot, K-major) . Q^T (the Q tile's rows 0-15)
+//   O^T (512 dims x 16 rows)  += V^T (the slot read MN-major) . P^T (16 x 64, K-major)
+// as wgmma m64n16k16. Both consumer warpgroups work on every block (slot n % 2 for block n, so
+// one slot refills while the other is read): consumer w computes the k steps 2w, 2w + 1 of
+// each 64-dim chunk of S^T, the two halves are exchanged through shared memory, both run the
+// same online softmax (same inputs, same order: the same bits, so no statistics are handed
+// over), each stores half of P^T, and each adds P V for its 256 O columns (dims chunks 4w ..
+// 4w + 3, whose release is the f16-tile protocol's half w of the slot).
+//
+// Operands: fp8 e4m3 inputs are widened to f16 by the producer (f16 P: 11 bits, one P V pass
+// meets the elementwise gate); bf16 inputs stay bf16 as they landed (no conversion, full bf16
+// range) with P as bf16 hi + lo, two P V passes. kv blocks of 64 tokens inside one page (page
+// size >= 64) land by TMA (the launch's TmaMap), the others by cp.async.
+//
+// Shared memory beyond the f16-tile kernel's use of the layout:
+//   * the slot's rope chunk (dead once both halves of S are done) holds P^T: row r (q row) of
+//     P hi, tokens along the 128-byte row as a K-major swizzled operand; bf16 P lo at row
+//     16 + r;
+//   * SmemSm90::kRowL holds each consumer's block row-max reduction across its four warps;
+//   * the Q tile's rows 16-63 (the producer loads rows 0-15 only) hold scratch rows: the
+//     partial S^T exchange, the row sums' reduction and the output staging. The consumers
+//     arrive on q_empty after the item's last use, before the producer loads the next Q.
+#ifndef MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_NARROW_H_
+#define MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_NARROW_H_
+
+#include <cstdint>
+
+#include "kernels/decode/mla_decode.h"
+#include "kernels/decode/mla_decode_device.h"
+#include "kernels/decode/mla_decode_sm90.h"
+#include "kernels/decode/sm90_primitives.h"
+
+namespace mlaps {
+namespace mla {
+namespace sm90_narrow {
+
+constexpr int kRows = 16;  // q rows a tile: the wgmma N of both products
+
+#if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
+
+using L = SmemSm90;
+
+// ---- Layouts -------------------------------------------------------------------------------
+
+// Row `r` (1 KB: 256 fp32) of the consumers' scratch rows inside the Q tile's rows 16-63: six
+// rows in each chunk (the 6 KB past the chunk's first 16 q rows).
+__device__ __forceinline__ uint32_t ScratchRow(uint32_t base, int r) {
+  return base + L::kQ + (r / 6) * L::kChunk + kRows * 128 + (r % 6) * 1024;
+}
+// Scratch rows: the output staging of consumer w (rows 16 w + q row: its 256 O columns), the
+// partial S^T exchange (rows 32-39: [consumer][element e][thread]) and the row sums' cross-warp
+// reduction (row 40: [consumer][warp][16 q rows]).
+constexpr int kScratchS = 32;
+constexpr int kScratchSum = 40;
+// Word of column `d` (0..255) of q row `col` in an output staging row: XOR-ed by (col / 2) % 4
+// in units of 8 words, so the four rows a warp's store touches at once fall in distinct banks.
+__device__ __forceinline__ uint32_t StagingWord(int col, int d) {
+  return 4u * static_cast<uint32_t>(d ^ (((col >> 1) & 3) << 3));
+}
+// Element e of consumer w's thread wtid in the partial S^T exchange (consecutive threads,
+// consecutive words).
+__device__ __forceinline__ uint32_t PartialSAt(uint32_t base, int w, int e, int wtid) {
+  const int word = (w * 8 + e) * kSm90WgThreads + wtid;
+  return ScratchRow(base, kScratchS + word / 256) + 4 * (word % 256);
+}
+
+// P^T element (q row r, token t) in the rope chunk at `p_tile`: K-major, 128-byte swizzle.
+__device__ __forceinline__ uint32_t PAt(uint32_t p_tile, int r, int t) {
+  return p_tile + r * 128 + (((t >> 3) ^ (r & 7)) << 4) + 2 * (t & 7);
+}
+
+// The mbarriers of the layout this kernel uses for its consumers' handoffs, once a block each
+// (count 256: both consumers): both partial S^T written; all of P^T written.
+__device__ __forceinline__ uint32_t SExchanged(const Sm90Bars& bars) { return bars.RowLFull(0); }
+__device__ __forceinline__ uint32_t PWritten(const Sm90Bars& bars) { return bars.RowLFull(1); }
+
+// ---- What a consumer carries through an item (registers) -------------------------------------
+
+// Fragment of an m64n16 accumulator (thread t of the warpgroup, warp w = t / 32, lane l):
+// element i is M index 16 w + l / 4 + 8 ((i >> 1) & 1) and N index 8 (i >> 2) + 2 (l % 4) +
+// (i & 1). A thread's four q rows ("columns" k = 2 (i >> 2) + (i & 1)) are the same in S^T
+// and every O^T tile.
+struct NarrowState {
+  float o[4][8];    // O^T of our 256 columns: dims tile 4 kW + m x the 16 q rows, unnormalized
+  float s[2][8];    // our partial S^T in two parts (IssuePartialScores)
+  float m[4];       // running max (base 2) of the thread's four q rows (the same in both)
+  float l[4];       // this thread's part of their row sums (its tokens), relative to m
+  int32_t vend[4];  // kv tokens each of the four rows sees, from it.begin
+};
+
+__device__ __forceinline__ int ColOf(int k, int quad) { return 8 * (k >> 1) + 2 * quad + (k & 1); }
+__device__ __forceinline__ int KOf(int i) { return 2 * (i >> 2) + (i & 1); }
+
+// Max / sum over the 8 lanes that hold the same q rows (lanes l, l ^ 4, ..., l ^ 28).
+__device__ __forceinline__ float RowGroupMax(float x) {
+  x = MaxF(x, __shfl_xor(x, 4));
+  x = MaxF(x, __shfl_xor(x, 8));
+  return MaxF(x, __shfl_xor(x, 16));
+}
+__device__ __forceinline__ float RowGroupSum(float x) {
+  x += __shfl_xor(x, 4);
+  x += __shfl_xor(x, 8);
+  return x + __shfl_xor(x, 16);
+}
+
+// ---- Tile math -------------------------------------------------------------------------------
+
+// Consumer kW's half of S^T of the block in `slot` (sequence number n): k steps 2 kW and 2 kW
+// + 1 of each of the 9 chunks (in the slot's production order, waiting for each), into s[0]
+// and s[1] (an m64n16 wgmma is short next to its latency: two chains of 9 instead of one).
+template <bool kFp8, int kW>
+__device__ __forceinline__ void IssuePartialScores(const Sm90Bars& bars, uint32_t base, int slot,
+                                                   uint32_t n, float (&s)[2][8]) {
+  const uint32_t kv = base + L::kKv + slot * L::kTile;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) s[h][e] = 0.0f;
+    PinAccumulators(s[h]);
+  }
+  WgmmaFence();
+#pragma unroll
+  for (int pos = 0; pos < L::kChunks; ++pos) {
+    const int c = ChunkAt(slot, pos);
+    MbarWait(bars.Full(slot, c), (n >> 1) & 1);
+    const uint64_t a0 = MatrixDesc(kv + c * L::kChunk, 16, 1024, kSwizzle128B);
+    const uint64_t b0 = MatrixDesc(base + L::kQ + c * L::kChunk, 16, 1024, kSwizzle128B);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int kk = 2 * kW + h;  // 32 bytes a k step inside the 128-byte rows
+      WgmmaM64N16K16<!kFp8, false>(s[h], a0 + ((kk * 32) >> 4), b0 + ((kk * 32) >> 4), pos > 0);
+    }
+  }
+  WgmmaCommit();
+}
+
+// O^T[our 256 columns] += V^T P^T for the block in the slot at `kv`: dims tile 4 kW + m is
+// chunk 4 kW + m read MN-major (64 dims along the 128-byte rows, 16 tokens a k step = 2 KB);
+// P^T from the rope chunk (bf16: hi, then lo at row 16). The four tiles' accumulators take
+// turns, so consecutive wgmmas are independent.
+template <bool kFp8, int kW>
+__device__ __forceinline__ void IssueHalfPv(uint32_t kv, float (&o)[4][8]) {
+  const uint64_t v0 = MatrixDesc(kv + 4 * kW * L::kChunk, L::kChunk, 1024, kSwizzle128B);
+  const uint64_t p0 = MatrixDesc(kv + 8 * L::kChunk, 16, 1024, kSwizzle128B);
+  const uint64_t p_lo = MatrixDesc(kv + 8 * L::kChunk + kRows * 128, 16, 1024, kSwizzle128B);
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      WgmmaM64N16K16<!kFp8, true>(o[m], v0 + ((m * L::kChunk + kk * 16 * 128) >> 4),
+                                  p0 + ((kk * 32) >> 4), 1);
+    }
+    if (!kFp8) {
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        WgmmaM64N16K16<true, true>(o[m], v0 + ((m * L::kChunk + kk * 16 * 128) >> 4),
+                                   p_lo + ((kk * 32) >> 4), 1);
+      }
+    }
+  }
+}
+
+// ---- The consumers ---------------------------------------------------------------------------
+
+// Consumer kW's part of block i of the item (sequence number n, slot n % 2): its half of S^T,
+// the exchange of the halves, the online softmax over the block's tokens (both consumers compute
+// the same bits: the same inputs in the same order), its half of P^T stored (q rows 8 kW ..
+// 8 kW + 7), and once all of P^T is in, its O^T columns rescaled and P V added; its half of
+// the slot is freed when that P V retired.
+template <bool kFp8, int kW>
+__device__ __forceinline__ void RunBlock(NarrowState& st, const Sm90Bars& bars, uint32_t base,
+                                         uint32_t n, int i, int wtid, float scale_log2) {
+  const int warp = wtid >> 5, lane = wtid & 31, quad = lane & 3;
+  const int slot = static_cast<int>(n & 1);
+  IssuePartialScores<kFp8, kW>(bars, base, slot, n, st.s);
+  WgmmaWait<0>();
+  PinAccumulators(st.s[0]);
+  PinAccumulators(st.s[1]);
+  float sc[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    sc[e] = st.s[0][e] + st.s[1][e];
+    StoreSharedF32(PartialSAt(base, kW, e, wtid), sc[e]);
+  }
+  MbarArrive(SExchanged(bars));
+  MbarWait(SExchanged(bars), n & 1);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const float other = LoadSharedF32(PartialSAt(base, 1 - kW, e, wtid));
+    sc[e] = kW == 0 ? sc[e] + other : other + sc[e];  // consumer 0's half first, in both
+  }
+  int lim[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int d = st.vend[k] - i * L::kTokens;
+    lim[k] = d < 0 ? 0 : d > L::kTokens ? L::kTokens : d;
+  }
+  const int t0 = 16 * warp + (lane >> 2);  // tokens t0 and t0 + 8 of the block
+  float mx[4] = {NegInf(), NegInf(), NegInf(), NegInf()};
+  const bool whole = __ballot64(lim[0] < L::kTokens || lim[1] < L::kTokens || lim[2] < L::kTokens ||
+                                lim[3] < L::kTokens) == 0;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const int k = KOf(e), t = t0 + 8 * ((e >> 1) & 1);
+    sc[e] = whole || t < lim[k] ? sc[e] * scale_log2 : NegInf();
+    mx[k] = MaxF(mx[k], sc[e]);
+  }
+  // The block's max of each q row: over the row group's lanes, then the four warps.
+  const uint32_t red = base + L::kRowL + 4 * ((kW * 2 + (n & 1)) * 4 * kRows);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    mx[k] = RowGroupMax(mx[k]);
+    if (lane < 4) StoreSharedF32(red + 4 * (warp * kRows + ColOf(k, quad)), mx[k]);
+  }
+  NamedBarrierSync(2 + kW, kSm90WgThreads);
+  float m_use[4], alpha[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    float bmax = mx[k];
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      bmax = MaxF(bmax, LoadSharedF32(red + 4 * (w * kRows + ColOf(k, quad))));
+    }
+    const float m_new = MaxF(st.m[k], bmax);
+    m_use[k] = m_new == NegInf() ? 0.0f : m_new;  // a row that saw nothing keeps P = 0
+    alpha[k] = exp2f(st.m[k] - m_use[k]);
+    st.m[k] = m_new;
+    st.l[k] *= alpha[k];
+  }
+  // P^T into the rope chunk (dead once both halves of S retired): q rows 8 kW .. 8 kW + 7 here.
+  const uint32_t kv = base + L::kKv + slot * L::kTile;
+  const uint32_t p_tile = kv + 8 * L::kChunk;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const int k = KOf(e), col = ColOf(k, quad), t = t0 + 8 * ((e >> 1) & 1);
+    const float p = exp2f(sc[e] - m_use[k]);
+    st.l[k] += p;
+    if ((e >> 2) != kW) continue;
+    if (kFp8) {
+      StoreShared16(PAt(p_tile, col, t), static_cast<uint16_t>(PackF16x2(p, 0.0f) & 0xffffu));
+    } else {
+      const uint16_t hi = static_cast<uint16_t>(PackBf16x2(p, 0.0f) & 0xffffu);
+      const float lo = p - Bf16ToFloat(hi);
+      StoreShared16(PAt(p_tile, col, t), hi);
+      StoreShared16(PAt(p_tile, kRows + col, t),
+                    static_cast<uint16_t>(PackBf16x2(lo, 0.0f) & 0xffffu));
+    }
+  }
+  FenceProxyAsync();  // P^T is read by wgmma
+  MbarArrive(PWritten(bars));
+  if (__ballot64(alpha[0] != 1.0f || alpha[1] != 1.0f || alpha[2] != 1.0f || alpha[3] != 1.0f) !=
+      0) {
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) st.o[m][e] *= alpha[KOf(e)];
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < 4; ++m) PinAccumulators(st.o[m]);
+  MbarWait(PWritten(bars), n & 1);
+  WgmmaFence();
+  IssueHalfPv<kFp8, kW>(kv, st.o);
+  WgmmaCommit();
+  WgmmaWait<0>();
+#pragma unroll
+  for (int m = 0; m < 4; ++m) PinAccumulators(st.o[m]);
+  MbarArrive(bars.Empty(slot, kW));  // our V chunks (the f16-tile kernel's halves)
+}
+
+// Consumer kW's part of one item: every kv block with the other consumer, then its 256 O
+// columns normalized and stored (and the LSE, consumer 0). Returns the item's kv blocks.
+template <bool kFp8, int kW>
+__device__ int RunConsumerNarrow(const MlaDecodeParams& p, const Item& it, uint8_t* smem,
+                                 uint32_t seq, uint32_t item) {
+  const int wtid = threadIdx.x & (kSm90WgThreads - 1);
+  const int warp = wtid >> 5, lane = wtid & 31, quad = lane & 3;
+  const uint32_t base = SmemAddr(smem);
+  const Sm90Bars bars{base + L::kBars};
+  const int nblk = BlocksOf(it);
+  const float scale_log2 = p.sm_scale * p.q_scale * p.kv_scale * kLog2e;
+  NarrowState st;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int col = ColOf(k, quad);
+    const int64_t vend =
+        col < it.rows ? VisibleEnd(p, it, it.first_token + col / it.hpg) - it.begin : 0;
+    st.vend[k] = static_cast<int32_t>(vend < 0 ? 0 : vend);  // < 2^31: an item's kv fits int32
+    st.m[k] = NegInf();
+    st.l[k] = 0.0f;
+  }
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) st.o[m][e] = 0.0f;
+  }
+  MbarWait(bars.QFull(), item & 1);
+  for (int i = 0; i < nblk; ++i) RunBlock<kFp8, kW>(st, bars, base, seq + i, i, wtid, scale_log2);
+
+  // Row sums over the row group's lanes, then the four warps (the same in both consumers).
+  float inv[4], lse[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const float lw = RowGroupSum(st.l[k]);
+    if (lane < 4) {
+      StoreSharedF32(ScratchRow(base, kScratchSum) + 4 * ((kW * 4 + warp) * kRows + ColOf(k, quad)),
+                     lw);
+    }
+  }
+  NamedBarrierSync(2 + kW, kSm90WgThreads);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    float lt = 0.0f;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      lt += LoadSharedF32(ScratchRow(base, kScratchSum) +
+                          4 * ((kW * 4 + w) * kRows + ColOf(k, quad)));
+    }
+    inv[k] = lt > 0.0f ? p.kv_scale / lt : 0.0f;
+    lse[k] = RowLse(st.m[k], lt);
+  }
+  // Our columns, normalized, into our staging rows, then stored row by row.
+  const int d0 = 16 * warp + (lane >> 2);  // dims d0 and d0 + 8 of each 64-dim tile
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const int k = KOf(e), col = ColOf(k, quad), d = 64 * m + d0 + 8 * ((e >> 1) & 1);
+      StoreSharedF32(ScratchRow(base, 16 * kW + col) + StagingWord(col, d), st.o[m][e] * inv[k]);
+    }
+  }
+  NamedBarrierSync(2 + kW, kSm90WgThreads);
+  // 16 rows x 256 columns: a thread stores 4 consecutive columns of row wtid / 64 + 2 pass.
+#pragma unroll 2
+  for (int pass = 0; pass < kRows / 2; ++pass) {
+    const int row = 2 * pass + (wtid >> 6), d = 4 * (wtid & 63);
+    if (row >= it.rows) continue;
+    const uint32_t at = ScratchRow(base, 16 * kW + row) + StagingWord(row, d);
+    const float v0 = LoadSharedF32(at), v1 = LoadSharedF32(at + 4), v2 = LoadSharedF32(at + 8),
+                v3 = LoadSharedF32(at + 12);
+    const int col0 = 256 * kW + d;
+    if (it.partial < 0 && p.o_fp32 != nullptr) {  // fp32 final O (CP ranks)
+      *reinterpret_cast<float4*>(p.o_fp32 + FinalRow(p, it, row) * kDimV + col0) =
+          make_float4(v0, v1, v2, v3);
+    } else if (it.partial < 0) {
+      *reinterpret_cast<uint2*>(p.o + FinalRow(p, it, row) * kDimV + col0) =
+          make_uint2(PackBf16x2(v0, v1), PackBf16x2(v2, v3));
+    } else {
+      *reinterpret_cast<float4*>(p.partial_o + PartialRow(it, row) * kDimV + col0) =
+          make_float4(v0, v1, v2, v3);
+    }
+  }
+  if (kW == 0 && warp == 0 && lane < 4) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int col = ColOf(k, quad);
+      if (col < it.rows) WriteLse(p, it, col, lse[k]);
+    }
+  }
+  MbarArrive(bars.QEmpty());  // the scratch rows are read: the producer may load the next Q
+  return nblk;
+}
+
+#endif  // __CUDA_ARCH__ || MLAPS_HOST_EMULATION
+
+#if defined(__CUDACC__)
+#define MLAPS_GRID_CONSTANT __grid_constant__
+#else
+#define MLAPS_GRID_CONSTANT
+#endif
+
+// The narrow-tile sm90 decode kernel (bf16 or fp8 e4m3fn); kv_map: the kv cache's TMA map
+// (TmaMap; the launch encodes it). Its body exists in the NVIDIA device pass and the CPU
+// emulation only.
+template <bool kFp8>
+__global__ void __launch_bounds__(kSm90Threads, 1)
+    MlaDecodeSm90NarrowKernel(const MlaDecodeParams p, const MLAPS_GRID_CONSTANT TmaMap kv_map) {
+#if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
+  RunSm90Block<kFp8, /*kWiden=*/kFp8, kRows, /*kTma=*/true>(
+      p, &kv_map, [&](auto w, const Item& it, uint8_t* smem, uint32_t seq, uint32_t item) {
+        return RunConsumerNarrow<kFp8, decltype(w)::value>(p, it, smem, seq, item);
+      });
+#endif
+}
+
+}  // namespace sm90_narrow
+}  // namespace mla
+}  // namespace mlaps
+
+#undef MLAPS_GRID_CONSTANT
+
+#endif  // MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_NARROW_H_

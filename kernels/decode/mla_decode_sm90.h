@@ -5,13 +5,14 @@
 //
 // One block of three warpgroups per SM runs 64-row tiles of bf16 or fp8 e4m3fn inputs (the
 // registry's sm90 tiles; rows past the tile's are zero and never stored):
-//   * warpgroup 2 (producer) loads the Q tile once per item and each 64-token kv block with
-//     16-byte global loads, converts them to f16 in registers and stores them 128-byte swizzled
-//     (the layout wgmma reads: a tile of R rows x 576 dims is 9 column chunks of R x 64, row r
-//     of a chunk at 128 r bytes, its 16-byte units XOR-ed by r % 8) into the Q region or one of
-//     two kv slots, chunk by chunk, each chunk completing on its own mbarrier. It also starts
-//     the L2 fill of the block after next (bulk prefetch). Tokens past the item's visible end
-//     and bad pages (reported) are stored as zeros.
+//   * warpgroup 2 (producer) loads the Q tile once per item and each 64-token kv block by
+//     cp.async (or TMA, kernels that pass a tensor map: mla_decode_sm90_narrow.h), converts
+//     them to f16 in shared memory and leaves them 128-byte swizzled (the layout wgmma reads: a
+//     tile of R rows x 576 dims is 9 column chunks of R x 64, row r of a chunk at 128 r bytes,
+//     its 16-byte units XOR-ed by r % 8) in the Q region or one of two kv slots, chunk by
+//     chunk, each chunk completing on its own mbarrier. Without TMA it also starts the L2 fill
+//     of the block after next. Tokens past the item's visible end and bad pages (reported) are
+//     stored as zeros.
 //   * warpgroups 0 and 1 (consumers) share each block: block n belongs to warpgroup n % 2 (so
 //     warpgroup w always computes on slot w), whose "own step" is S = Q K^T (9 chunks x 4
 //     wgmma m64n64k16), the mask and the online softmax in registers, P as f16 both into the

@@ -1,7 +1,7 @@
 // The narrow-tile sm90 decode kernel (kernels/decode/mla_decode_sm90_narrow.h: tiles of at most
-// 16 q rows, transposed wgmma m64n16k16 products, each consumer warpgroup with its own kv
-// blocks and a merge at the end of every item) on the CPU emulation of tests/kernels/emu, with
-// the reduce kernel, against the simulator's executor (64-token kv blocks) and the fp64
+// 16 q rows, transposed wgmma m64n16k16 products, both consumer warpgroups on every kv block,
+// TMA loads of whole-page blocks) on the CPU emulation of tests/kernels/emu, with the reduce
+// kernel, against the simulator's executor (64-token kv blocks) and the fp64
 // reference under docs/design.md's gates, the trace against the plan's, and the same bits
 // under skewed warpgroup schedules (tests/kernels/decode/sm90_emu_harness.h). bf16 and fp8.
 #include <cstdint>
@@ -84,7 +84,7 @@ TEST_P(NarrowKernelTest, MediumVarlenBatchPage64) {
 
 TEST_P(NarrowKernelTest, ManySplitsTakeTheManyPiecesReduce) {
   // One long request over 6 CUs: every tile is split into >3 pieces (partials + reduce), so
-  // items begin and end inside kv blocks and one consumer may have no block of an item.
+  // items begin and end inside kv blocks (cp.async for those, zeros past the end).
   const Batch batch = MakeUniformBatch(Arch::kSm90, dtype(), 16, 1, 1, 200, 1);
   const WorkPlan plan = NarrowPlan(batch, 6);
   ASSERT_GT(plan.num_reduce_tiles(), 0);
@@ -93,8 +93,8 @@ TEST_P(NarrowKernelTest, ManySplitsTakeTheManyPiecesReduce) {
 }
 
 TEST_P(NarrowKernelTest, ManyItemsOnOneBlockKeepTheSlotsInStep) {
-  // One CU walks six items of 1 to 9 kv blocks: odd block counts hand the next item's first
-  // block to the other consumer, Q reloads over the previous item's exchange rows.
+  // One CU walks six items of 1 to 9 kv blocks: odd block counts start the next item in the
+  // other slot, Q reloads over the previous item's scratch rows.
   const Batch batch =
       MakeVarlenBatch(Arch::kSm90, dtype(), 16, {560, 64, 129, 1, 300, 65}, 1, fp8() ? 1 : 16);
   const WorkPlan plan = NarrowPlan(batch, 1);

@@ -7,7 +7,8 @@
 // registry's sm90 tiles; rows past the tile's are zero and never stored):
 //   * warpgroup 2 (producer) loads the Q tile once per item and each 64-token kv block by
 //     cp.async (or TMA, kernels that pass a tensor map: mla_decode_sm90_narrow.h), converts
-//     them to f16 in shared memory and leaves them 128-byte swizzled (the layout wgmma reads: a
+//     them to f16 in shared memory (kWiden; the narrow kernel keeps bf16 as it landed) and
+//     leaves them 128-byte swizzled (the layout wgmma reads: a
 //     tile of R rows x 576 dims is 9 column chunks of R x 64, row r of a chunk at 128 r bytes,
 //     its 16-byte units XOR-ed by r % 8) in the Q region or one of two kv slots, chunk by
 //     chunk, each chunk completing on its own mbarrier. Without TMA it also starts the L2 fill
@@ -33,7 +34,10 @@
 //                chunks 0-3, w = 1 chunks 4-7, chunk 8 needs both);
 //   stats        owner of block n -> the other consumer: P(n) and the row max / rescale
 //                factor after block n published;
-//   q_full / q_empty  the Q tile written / both consumers' last S of the item retired.
+//   q_full / q_empty  the Q tile written / both consumers done with it (this kernel: their
+//                last S of the item retired; the narrow kernel: its epilogue, which uses Q's
+//                rows 16-63); phases by item index: each item completes one phase of each
+//                (q_landed too), with or without kv blocks.
 // The producer fills slot 0 in chunk order 0-3, 4-7, 8 and slot 1 in 4-7, 0-3, 8, the order in
 // which the two consumers free them, and S walks the chunks in the same order.
 #ifndef MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_H_
@@ -636,10 +640,10 @@ __device__ __forceinline__ int32_t TmaRowOf(const MlaDecodeParams& p, const Item
   return page * p.page_size + static_cast<int32_t>(j0 & (p.page_size - 1));
 }
 
-// The copy threads' part of one item: the Q tile (after both consumers' last S of the previous
-// item) and each kv block into slot n % 2, chunk by chunk as the consumers free the slot's
-// halves (slot 0 frees chunks 0-3 with consumer 0's P V and 4-7 with consumer 1's; slot 1 the
-// other way round, ChunkAt; chunk 8 after both); each chunk's copies land on landed[slot][c],
+// The copy threads' part of one item: the Q tile (once both consumers released the previous
+// item's, q_empty) and each kv block into slot n % 2, chunk by chunk as the consumers free the
+// slot's halves (slot 0 frees chunks 0-3 with consumer 0's P V and 4-7 with consumer 1's; slot 1
+// the other way round, ChunkAt; chunk 8 after both); each chunk's copies land on landed[slot][c],
 // by cp.async, or (kTma) by one TMA load a chunk where the block allows it (TmaRowOf).
 template <bool kFp8, int kQRows, bool kTma>
 __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
@@ -650,8 +654,13 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
   const uint8_t* q_rows = static_cast<const uint8_t*>(p.q);
   const uint8_t* kv_rows = static_cast<const uint8_t*>(p.kv_cache);
   MLAPS_SM90_MARK(7, item);
-  if (item > 0) MLAPS_SM90_TIMED(8, MbarWait(bars.QEmpty(), (item - 1) & 1));  // S are done
-  if (nblk == 0) return;
+  if (item > 0) MLAPS_SM90_TIMED(8, MbarWait(bars.QEmpty(), (item - 1) & 1));  // Q released
+  if (nblk == 0) {
+    // No Q tile for an item without kv blocks, but q_landed completes a phase for every item
+    // (the converters' parity is the item's index).
+    MbarArrive(bars.QLanded());
+    return;
+  }
   CopyChunks<kFp8, kQRows>(q_rows, QRows<kFp8>(p, it, ctid), 0, 0, L::kChunks, ctid, smem + L::kQ);
   CpAsyncArrive(bars.QLanded());
   for (int t = 0; t < nblk; ++t) {
@@ -703,6 +712,10 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
   const uint32_t base = SmemAddr(smem);
   const Sm90Bars bars{base + L::kBars};
   uint32_t range = 0;  // bf16: the largest magnitude seen (f16 range check)
+  // q_full of this item only after the consumers released the previous item's Q tile: an
+  // item without kv blocks loads no Q, and two of them in a row would otherwise complete
+  // q_full twice ahead of the consumers, whose parity wait would then miss it (a hang).
+  if (item > 0) MbarWait(bars.QEmpty(), (item - 1) & 1);
   if (nblk > 0) {
     MLAPS_SM90_TIMED(10, MbarWait(bars.QLanded(), item & 1));
 #pragma unroll 1

@@ -17,8 +17,10 @@
 //
 // Operands: fp8 e4m3 inputs are widened to f16 by the producer (f16 P: 11 bits, one P V pass
 // meets the elementwise gate); bf16 inputs stay bf16 as they landed (no conversion, full bf16
-// range) with P as bf16 hi + lo, two P V passes. kv blocks of 64 tokens inside one page (page
-// size >= 64) land by TMA (the launch's TmaMap), the others by cp.async.
+// range) with P as bf16 hi + lo, two P V passes. kv blocks of 64 tokens that start 64-aligned
+// inside one page (page size >= 64), are wholly visible and have a valid page id land by TMA
+// (the launch's TmaMap, TmaRowOf); the others by cp.async (zeros past the end, bad pages
+// reported).
 //
 // Shared memory beyond the f16-tile kernel's use of the layout:
 //   * the slot's rope chunk (dead once both halves of S are done) holds P^T: row r (q row) of
@@ -26,8 +28,10 @@
 //     16 + r;
 //   * SmemSm90::kRowL holds each consumer's block row-max reduction across its four warps;
 //   * the Q tile's rows 16-63 (the producer loads rows 0-15 only) hold scratch rows: the
-//     partial S^T exchange, the row sums' reduction and the output staging. The consumers
-//     arrive on q_empty after the item's last use, before the producer loads the next Q.
+//     partial S^T exchange, the row sums' reduction and the output staging. The producer
+//     writes there too between q_empty and q_full (an e4m3 Q tile lands raw in each chunk's
+//     second half first), so the consumers arrive on q_empty only after the item's last use of
+//     the scratch rows and use them only after q_full.
 #ifndef MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_NARROW_H_
 #define MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_NARROW_H_
 

@@ -165,6 +165,18 @@ TEST_P(Sm90KernelTest, StatusWordReportsABadPage) {
   EXPECT_EQ(got.status.code, kMlaBadPageId) << "index " << got.status.index;
 }
 
+TEST_P(Sm90KernelTest, EmptyItemsKeepTheQTileInStep) {
+  const Batch batch = MakeVarlenBatch(Arch::kSm90, DType::kBf16, 16, {150, 70}, 1, 16);
+  testing::ExpectEmptyItemsKeepTheQTileInStep(GetParam(), sim::MakeDecodeCase(batch, 28),
+                                              PlanForTest(batch, 1));
+}
+
+TEST(MlaDecodeSm90F16EmuTest, Fp8EmptyItemsKeepTheQTileInStep) {
+  const Batch batch = MakeVarlenBatch(Arch::kSm90, DType::kFp8, 64, {150, 70}, 1, 64);
+  testing::ExpectEmptyItemsKeepTheQTileInStep(kF16Tile, sim::MakeDecodeCase(batch, 29),
+                                              PlanForTest(batch, 1));
+}
+
 TEST(MlaDecodeSm90F16EmuTest, Fp8MtpPartialTilesWithScales) {
   // fp8 e4m3fn Q and KV under per-tensor scales; (32, 3) gives a 64-row and a 32-row tile.
   const Batch batch = MakeVarlenBatch(Arch::kSm90, DType::kFp8, 32, {70, 200}, 3, 64);

@@ -116,6 +116,12 @@ TEST_P(NarrowKernelTest, StatusWordReportsABadPage) {
   testing::ExpectBadPageReported(kNarrow, batch, 46, 7, -3, NarrowPlan(batch, 1));  // page 5 of 1
 }
 
+TEST_P(NarrowKernelTest, EmptyItemsKeepTheQTileInStep) {
+  const Batch batch = MakeVarlenBatch(Arch::kSm90, dtype(), 16, {150, 70}, 1, 64);
+  testing::ExpectEmptyItemsKeepTheQTileInStep(kNarrow, sim::MakeDecodeCase(batch, 48),
+                                              NarrowPlan(batch, 1));
+}
+
 TEST(MlaDecodeSm90NarrowEmuTest, CpRoundRobinW2I16) {
   testing::CheckSm90CpRanks(kNarrow, 16, 1, {2, 75, 40}, 2, 16, 103);
 }

@@ -14,8 +14,10 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/decode/mla_decode_staging.h"
 #include "metadata/batch.h"
 #include "metadata/cp_shard.h"
+#include "metadata/work_plan.h"
 #include "sim/decode_case.h"
 #include "sim/executor.h"
 #include "sim/reference.h"
@@ -98,6 +100,32 @@ inline void ExpectBadPageReported(const Sm90KernelUnderTest& k, const Batch& bat
   EXPECT_EQ(got.status.code, kMlaBadPageId);
   EXPECT_EQ(got.status.index, index);
   EXPECT_EQ(got.status.value, value);
+}
+
+// Items with an empty kv range (no kv block: the producer loads no Q tile for them) back to
+// back after a real one on CU 0, each writing unused partial rows: the run must not deadlock
+// and must write the same O and LSE as the plan without them, with the producer as far ahead
+// as its waits allow (it must not complete two q_full phases ahead of the consumers).
+inline void ExpectEmptyItemsKeepTheQTileInStep(const Sm90KernelUnderTest& k,
+                                               const sim::DecodeCase& c, const WorkPlan& plan) {
+  ASSERT_GT(plan.work_indptr[1], plan.work_indptr[0]);
+  WorkPlan padded = plan;
+  WorkInfo empty = plan.work_info[plan.work_indptr[0]];
+  empty.kv_end = empty.kv_start;
+  empty.partial_qo_loc = static_cast<int32_t>(staging::PartialRowsFor(plan));
+  const int at = plan.work_indptr[0] + 1;
+  for (int e = 0; e < 3; ++e) {
+    padded.work_info.insert(padded.work_info.begin() + at, empty);
+    empty.partial_qo_loc += empty.qo_end - empty.qo_start;
+  }
+  for (size_t cu = 1; cu < padded.work_indptr.size(); ++cu) padded.work_indptr[cu] += 3;
+  const DecodeRunResult want = RunSm90(k, c, plan);
+  ASSERT_EQ(want.error, "");
+  const DecodeRunResult got = RunSm90(k, c, padded, mlaps_emu::Schedule::kHighWarpgroupsFirst);
+  ASSERT_EQ(got.error, "");
+  EXPECT_EQ(got.status.code, kMlaOk);
+  EXPECT_TRUE(SameBits(got.o, want.o)) << "O differs with the empty items";
+  EXPECT_TRUE(SameBits(got.lse, want.lse)) << "LSE differs with the empty items";
 }
 
 // CP round-robin (W ranks, I tokens a sub-page), bf16: every rank runs its shard with fp32

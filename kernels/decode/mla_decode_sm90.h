@@ -627,12 +627,11 @@ __device__ int RunConsumerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
 
 // ---- The producer ----------------------------------------------------------------------------
 
-// The kv cache row of a block's first token when TMA can load the block (`kv_map` given, the
-// block's 64 tokens all visible and inside one page of a valid id), else -1 (cp.async: zeros
-// past e_lim, bad pages reported). The same in every copy thread.
-__device__ __forceinline__ int32_t TmaRowOf(const MlaDecodeParams& p, const Item& it, int blk,
-                                            const TmaMap* kv_map) {
-  if (kv_map == nullptr || p.page_size < SmemSm90::kTokens) return -1;
+// The kv cache row of a block's first token when TMA can load the block (its 64 tokens all
+// visible and inside one page of a valid id), else -1 (cp.async: zeros past e_lim, bad pages
+// reported). The same in every copy thread.
+__device__ __forceinline__ int32_t TmaRowOf(const MlaDecodeParams& p, const Item& it, int blk) {
+  if (p.page_size < SmemSm90::kTokens) return -1;
   const int64_t j0 = it.begin + static_cast<int64_t>(blk) * SmemSm90::kTokens;
   if ((j0 & (SmemSm90::kTokens - 1)) != 0 || j0 + SmemSm90::kTokens > it.e_lim) return -1;
   const int32_t page = p.kv_indices[it.kv_base + (j0 >> it.log2_page)];
@@ -667,7 +666,7 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
     const uint32_t n = seq + t;
     const int slot = static_cast<int>(n & 1);
     MLAPS_SM90_MARK(5, n);
-    const int32_t tma_row = kTma ? WarpUniform(TmaRowOf(p, it, t, kv_map)) : -1;
+    const int32_t tma_row = kTma ? WarpUniform(TmaRowOf(p, it, t)) : -1;
     const RowSources<kFp8> src =
         tma_row < 0 ? KvRows<kFp8>(p, it, t, ctid, cu) : RowSources<kFp8>{};
     uint8_t* tile = smem + L::kKv + slot * L::kTile;

@@ -119,7 +119,8 @@ __device__ __forceinline__ float RowGroupSum(float x) {
 
 // Consumer kW's half of S^T of the block in `slot` (sequence number n): k steps 2 kW and 2 kW
 // + 1 of each of the 9 chunks (in the slot's production order, waiting for each), into s[0]
-// and s[1] (an m64n16 wgmma is short next to its latency: two chains of 9 instead of one).
+// and s[1], one accumulator a k step (one chain of 36 and four chains of 9 measured the same:
+// notes.md, session 11).
 template <bool kFp8, int kW>
 __device__ __forceinline__ void IssuePartialScores(const Sm90Bars& bars, uint32_t base, int slot,
                                                    uint32_t n, float (&s)[2][8]) {

@@ -1076,6 +1076,27 @@ TEST(MlaDecodeApi, RefusesBadParams) {
   EXPECT_EQ(MlaDecodeParamsError(fp32), nullptr) << MlaDecodeParamsError(fp32);
   fp32.o_fp32 = reinterpret_cast<float*>(words + 1);
   EXPECT_NE(MlaDecodeParamsError(fp32), nullptr);
+  // Which kernel runs (MlaDecodeKernelName): H = 16 at qlen 1 (16-row tiles) on the compact
+  // mma.sync layout when the grid exceeds the SMs, else on the narrow-tile kernel; 64-row tiles
+  // on the dtype's 64-row wgmma kernel; the narrow path refuses tiles of more than 16 rows.
+  const int sms = SmCount();
+  for (MlaDType dtype : {kMlaBf16, kMlaFp8E4m3fn}) {
+    MlaDecodeParams k = v;
+    k.mask = kMlaMaskCausal;
+    k.dtype = dtype;
+    k.num_cu = sms;
+    EXPECT_STREQ(MlaDecodeKernelName(k), "narrow");
+    k.num_cu = 2 * sms;
+    EXPECT_STREQ(MlaDecodeKernelName(k), "mma");
+    k.path = kMlaPathWgmmaNarrow;
+    EXPECT_STREQ(MlaDecodeKernelName(k), "narrow");
+    k.num_cu = sms;
+    k.path = kMlaPathAuto;
+    k.tokens_per_tile = 4;  // 64 rows
+    EXPECT_STREQ(MlaDecodeKernelName(k), dtype == kMlaBf16 ? "bf16" : "f16");
+    k.path = kMlaPathWgmmaNarrow;
+    EXPECT_NE(MlaDecodeParamsError(k), nullptr);
+  }
   MlaReduceParams r;
   EXPECT_NE(MlaReduceParamsError(r), nullptr);
   EXPECT_EQ(LaunchMlaReduce(r, nullptr), static_cast<int>(hipErrorInvalidValue));

@@ -1,309 +1,49 @@
 // Hopper (sm_90a) path of the persistent MLA decode: f16 tiles in shared memory, warpgroup
 // MMAs (wgmma), a producer warpgroup and two consumer warpgroups, no block-wide barrier inside
-// a work item. Contract: mla_decode.h; execution model: sim/executor.h; primitives:
-// sm90_primitives.h; measurements: notes.md.
+// a work item. Contract: mla_decode.h; execution model: sim/executor.h; layout and producer:
+// mla_decode_sm90_producer.h; primitives: sm90_primitives.h; measurements: notes.md.
 //
 // One block of three warpgroups per SM runs 64-row tiles of bf16 or fp8 e4m3fn inputs (the
-// registry's sm90 tiles; rows past the tile's are zero and never stored):
-//   * warpgroup 2 (producer) loads the Q tile once per item and each 64-token kv block by
-//     cp.async (or TMA, kernels that pass a tensor map: mla_decode_sm90_narrow.h), converts
-//     them to f16 in shared memory (kWiden; the narrow kernel keeps bf16 as it landed) and
-//     leaves them 128-byte swizzled (the layout wgmma reads: a
-//     tile of R rows x 576 dims is 9 column chunks of R x 64, row r of a chunk at 128 r bytes,
-//     its 16-byte units XOR-ed by r % 8) in the Q region or one of two kv slots, chunk by
-//     chunk, each chunk completing on its own mbarrier. Without TMA it also starts the L2 fill
-//     of the block after next. Tokens past the item's visible end and bad pages (reported) are
-//     stored as zeros.
-//   * warpgroups 0 and 1 (consumers) share each block: block n belongs to warpgroup n % 2 (so
-//     warpgroup w always computes on slot w), whose "own step" is S = Q K^T (9 chunks x 4
-//     wgmma m64n64k16), the mask and the online softmax in registers, P as f16 both into the
-//     slot's rope chunk (dead once S is done) for the other warpgroup and in registers for its
-//     own P V; the row statistics go to shared memory. Each consumer keeps half of O (columns
-//     256 w .. 256 w + 255) and adds every block's P V of its half: its own blocks with P
-//     from registers, the other's ("remote step") with P from the slot. V is the first 512
-//     dims of the kv rows, read MN-major by the same wgmma.
+// registry's sm90 tiles; rows past the tile's are zero and never stored). The producer
+// (warpgroup 2, mla_decode_sm90_producer.h) widens every tile to f16. Warpgroups 0 and 1
+// (consumers) share each block: block n belongs to warpgroup n % 2 (so warpgroup w always
+// computes on slot w), whose "own step" is S = Q K^T (9 chunks x 4 wgmma m64n64k16), the mask
+// and the online softmax in registers, P as f16 both into the slot's rope chunk (dead once S
+// is done) for the other warpgroup and in registers for its own P V; the row statistics go to
+// shared memory. Each consumer keeps half of O (columns 256 w .. 256 w + 255) and adds every
+// block's P V of its half: its own blocks with P from registers, the other's ("remote step")
+// with P from the slot. V is the first 512 dims of the kv rows, read MN-major by the same
+// wgmma.
 // Why f16: f16 P carries 11 bits, so one P V pass meets the elementwise gate (bf16 P needed a
 // hi + lo pair, +47% tensor work); every e4m3 value and every bf16 of magnitude in
 // [2^-14, 65504] is an f16, so the products stay exact; smaller bf16 magnitudes round to the
 // f16 quantum 2^-24, and a bf16 Q or kv value of magnitude >= 65520 (or an infinity) is
 // reported (kMlaF16Range) because f16 cannot hold it.
 //
-// Order and reuse (mbarriers, phases by block sequence number n across items):
-//   full[s][c]   producer -> consumers: chunk c of slot s written;
-//   empty[s][w]  consumer w -> producer: w's P V of the block in slot s retired (w = 0 frees
-//                chunks 0-3, w = 1 chunks 4-7, chunk 8 needs both);
+// This kernel's handoffs beyond the producer's (mla_decode_sm90_producer.h):
 //   stats        owner of block n -> the other consumer: P(n) and the row max / rescale
 //                factor after block n published;
-//   q_full / q_empty  the Q tile written / both consumers done with it (this kernel: their
-//                last S of the item retired; the narrow kernel: its epilogue, which uses Q's
-//                rows 16-63); phases by item index: each item completes one phase of each
-//                (q_landed too), with or without kv blocks.
-// The producer fills slot 0 in chunk order 0-3, 4-7, 8 and slot 1 in 4-7, 0-3, 8, the order in
-// which the two consumers free them, and S walks the chunks in the same order.
+//   q_empty      arrived by both consumers once their last S of the item retired;
+//   row_l_full   both consumers' row sums of the item (the epilogue).
+// S walks a slot's chunks in the producer's order (ChunkAt).
 #ifndef MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_H_
 #define MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_H_
 
 #include <cstdint>
-#include <type_traits>
 
 #include "kernels/decode/mla_decode.h"
 #include "kernels/decode/mla_decode_device.h"
 #include "kernels/decode/mla_decode_sm90_probe.h"
+#include "kernels/decode/mla_decode_sm90_producer.h"
 #include "kernels/decode/sm90_primitives.h"
 
 namespace mlaps {
 namespace mla {
 
-// ---- Shared memory of one sm90 block (host-visible: the launch sizes it) ------------------
-
-struct SmemSm90 {
-  static constexpr int kRows = 64;                // q rows of a tile
-  static constexpr int kTokens = 64;              // kv tokens of a block
-  static constexpr int kChunks = 9;               // 64-dim column chunks of a 576-dim row
-  static constexpr int kChunk = 64 * 128;         // one chunk of 64 rows (or tokens), f16
-  static constexpr int kTile = kChunks * kChunk;  // the Q tile, or one kv block
-  static constexpr int kQ = 0;
-  static constexpr int kKv = kQ + kTile;                // [2] kv slots
-  static constexpr int kRowM = kKv + 2 * kTile;         // [64] running max (base 2) after a block
-  static constexpr int kRowAlpha = kRowM + 64 * 4;      // [64] that block's rescale factor
-  static constexpr int kRowL = kRowAlpha + 64 * 4;      // [item % 2][consumer][64] row sums
-  static constexpr int kBars = kRowL + 2 * 2 * 64 * 4;  // mbarriers, 8 bytes each:
-  static constexpr int kFull = 0;                       //   [2 slots][9 chunks]
-  static constexpr int kLanded = kFull + 2 * kChunks;   //   [2 slots][9 chunks]
-  static constexpr int kEmpty = kLanded + 2 * kChunks;  //   [2 slots][2 consumers]
-  static constexpr int kQLanded = kEmpty + 4;
-  static constexpr int kQFull = kQLanded + 1;
-  static constexpr int kQEmpty = kQFull + 1;
-  static constexpr int kStats = kQEmpty + 1;
-  static constexpr int kRowLFull = kStats + 1;  //   [item % 2]: both consumers' row sums
-  static constexpr int kNumBars = kRowLFull + 2;
-  static constexpr int kUsed = kBars + kNumBars * 8;
-  // The 128-byte swizzle repeats every 1024 bytes and wgmma assumes chunk bases on that
-  // grid: the dynamic shared memory base is rounded up to it.
-  static constexpr int kAlign = 1024;
-  static constexpr int kBytes = kUsed + kAlign;
-};
-static_assert(SmemSm90::kBytes <= 227 * 1024, "sm90 layout fits an H100/H200 block");
-static_assert(SmemSm90::kKv % 1024 == 0 && SmemSm90::kTile % 1024 == 0 &&
-                  SmemSm90::kChunk % 1024 == 0,
-              "swizzled chunk bases on the 1024-byte grid");
-
-// A 2-D TMA tensor map (the 128 bytes of a CUtensorMap) over the kv cache as rows of 576
-// elements (bf16, or e4m3 as bytes), boxes of 64 x 64 (bf16 with the 128-byte swizzle: one
-// chunk of a tile as wgmma reads it; e4m3 plain: a chunk's staging half). Kernels take it
-// as a __grid_constant__ parameter.
-struct alignas(64) TmaMap {
-  uint64_t words[16];
-};
-
-constexpr int kSm90Threads = 384;  // warpgroups 0, 1: consumers; 2: producer
-constexpr int kSm90WgThreads = 128;
-// Registers per thread after setmaxnreg. The launch gives every thread the launch bounds' cap,
-// 168 (65536 / 384, rounded down to 8), and setmaxnreg.inc takes from what the producer's
-// .dec returns to the block's pool: a split above 3 x 168 leaves a consumer waiting forever
-// (seen on the H200). Consumers hold half of O (128) + S (32) + addressing.
-constexpr int kSm90EntryRegs = 65536 / kSm90Threads / 8 * 8;
-#if defined(MLAPS_SM90_PROBE_CONSUMER_REGS)  // probe variants only
-constexpr int kSm90ConsumerRegs = MLAPS_SM90_PROBE_CONSUMER_REGS;
-#else
-constexpr int kSm90ConsumerRegs = 224;
-#endif
-constexpr int kSm90ProducerRegs = 56;
-static_assert(2 * kSm90ConsumerRegs + kSm90ProducerRegs <= 3 * kSm90EntryRegs,
-              "setmaxnreg takes no more registers than the launch gave the block");
-
 #if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
 // =============================================================================================
 // Device code (NVIDIA device pass, and the CPU emulation of tests/kernels/emu).
 // =============================================================================================
-
-// ---- Layouts -------------------------------------------------------------------------------
-
-// Byte offset of 16-byte unit `unit` (f16 dims 8 unit .. 8 unit + 7) of row `row` in a
-// swizzled tile whose column chunks are `chunk` bytes apart.
-__device__ __forceinline__ uint32_t SwizzledOffset(int row, int unit, int chunk) {
-  return (unit >> 3) * chunk + row * 128 + (((unit & 7) ^ (row & 7)) << 4);
-}
-
-// The chunk that slot s produces (and S reads) at position p: slot 0 in order, slot 1 with
-// the halves swapped (its block's owner frees 4-7 first), chunk 8 last in both.
-__device__ __forceinline__ int ChunkAt(int slot, int p) {
-  return slot == 0 || p == 8 ? p : p < 4 ? p + 4 : p - 4;
-}
-
-// ---- The producer: cp.async copies, then f16 conversion in shared memory --------------------
-
-// The producer warpgroup's two halves: warps 0-1 (threads 0-63) copy raw Q and kv rows into
-// shared memory with cp.async (no registers hold data in flight, so a whole slot can be in
-// flight); warps 2-3 convert each landed chunk to f16 there and publish it.
-//   bf16: the raw rows go straight to their swizzled f16 place (same 2 bytes an element);
-//     each converter thread rewrites its own 16-byte units in place.
-//   e4m3: the raw rows (64 bytes a chunk row) go to the second half of the chunk, unswizzled;
-//     a converter reads its units, the converters meet at a named barrier (the f16 output of
-//     rows 32-63 covers the raw rows), then write the f16 units.
-#if defined(MLAPS_SM90_PROBE_PREFETCH_AHEAD)  // probe variants only
-constexpr int kSm90PrefetchAhead = MLAPS_SM90_PROBE_PREFETCH_AHEAD;
-#else
-constexpr int kSm90PrefetchAhead = 2;  // kv blocks between a block's L2 fill and its copies
-#endif
-constexpr int kSm90CopyThreads = 64;
-constexpr int kSm90ConvertThreads = 64;
-
-template <bool kFp8>
-struct ChunkMap {
-  static constexpr int kElem = kFp8 ? 1 : 2;                        // input bytes an element
-  static constexpr int kRowBytes = kDimQk * kElem;                  // a q or kv row
-  static constexpr int kUnitsPerRow = kFp8 ? 4 : 8;                 // 16-byte input units a chunk
-  static constexpr int kRowStep = kSm90CopyThreads / kUnitsPerRow;  // 8 (bf16) or 16 (e4m3)
-  static constexpr int kRowsPerThread = 64 / kRowStep;              // 8 or 4 rows a chunk
-  static constexpr int kStaging = kFp8 ? SmemSm90::kChunk / 2 : 0;  // raw rows in a chunk
-};
-
-// Rows a copy thread reads (first + k * kRowStep of the tile), as row indices into Q or the kv
-// cache (-1: zeros; both stay below 2^31 rows, MlaDecodeParamsError).
-template <bool kFp8>
-struct RowSources {
-  int32_t row[ChunkMap<kFp8>::kRowsPerThread];
-};
-
-// Source rows of kv block `blk` of the item for copy thread `ctid` (tokens begin + 64 blk +
-// row), -1 past e_lim or for a bad page (reported; the row reads as zeros).
-template <bool kFp8>
-__device__ __forceinline__ RowSources<kFp8> KvRows(const MlaDecodeParams& p, const Item& it,
-                                                   int blk, int ctid, int cu) {
-  using M = ChunkMap<kFp8>;
-  RowSources<kFp8> src;
-#pragma unroll
-  for (int k = 0; k < M::kRowsPerThread; ++k) {
-    const int64_t j = it.begin + static_cast<int64_t>(blk) * SmemSm90::kTokens +
-                      ctid / M::kUnitsPerRow + k * M::kRowStep;
-    src.row[k] = -1;
-    if (j < it.e_lim) {
-      const int64_t index = it.kv_base + (j >> it.log2_page);
-      const int32_t page = p.kv_indices[index];
-      if (page < 0 || page >= p.num_pages) {
-        if (ctid % M::kUnitsPerRow == 0) {
-          Report(p.status, kMlaBadPageId, cu, static_cast<int>(index), page);
-        }
-      } else {
-        src.row[k] = page * p.page_size + static_cast<int32_t>(j & (p.page_size - 1));
-      }
-    }
-  }
-  return src;
-}
-
-// Source rows of the Q tile (rows token-major, as O; rows past it.rows are zeros).
-template <bool kFp8>
-__device__ __forceinline__ RowSources<kFp8> QRows(const MlaDecodeParams& p, const Item& it,
-                                                  int ctid) {
-  using M = ChunkMap<kFp8>;
-  RowSources<kFp8> src;
-#pragma unroll
-  for (int k = 0; k < M::kRowsPerThread; ++k) {
-    const int row = ctid / M::kUnitsPerRow + k * M::kRowStep;
-    src.row[k] = row < it.rows ? static_cast<int32_t>(FinalRow(p, it, row)) : -1;
-  }
-  return src;
-}
-
-// Starts the L2 fill of kv block `blk` of the item: copy thread `ctid` takes token ctid and
-// every 128-byte line of its row (prefetch.global.L2: one instruction a line, any page size).
-template <bool kFp8>
-__device__ __forceinline__ void PrefetchKvBlock(const MlaDecodeParams& p, const Item& it, int blk,
-                                                int ctid) {
-  using M = ChunkMap<kFp8>;
-  const int64_t j = it.begin + static_cast<int64_t>(blk) * SmemSm90::kTokens + ctid;
-  if (j >= it.e_lim) return;
-  const int32_t page = p.kv_indices[it.kv_base + (j >> it.log2_page)];
-  if (page < 0 || page >= p.num_pages) return;  // reported when the block is copied
-  const int64_t row = static_cast<int64_t>(page) * p.page_size + (j & (p.page_size - 1));
-  const uint8_t* at = static_cast<const uint8_t*>(p.kv_cache) + row * M::kRowBytes;
-  constexpr int kLines = (M::kRowBytes + 127) / 128;  // 9 (bf16) or 5 (e4m3, rows unaligned)
-#pragma unroll
-  for (int line = 0; line < kLines; ++line) PrefetchL2Line(at + 128 * line);
-}
-
-// Shared-memory offset of unit `unit` (0..7) of row `row` inside a swizzled chunk.
-__device__ __forceinline__ uint32_t ChunkUnit(int row, int unit) {
-  return row * 128 + ((unit ^ (row & 7)) << 4);
-}
-
-// Copy thread `ctid`'s cp.async of the chunks at positions [pos0, pos1) (ChunkAt(slot, .)) of a
-// tile at `tile` from `src` rows of `rows`: bf16 units to their swizzled place, e4m3 units to
-// the chunk's staging half; the tile's first kRows rows only. Row by row, so one source address
-// is live at a time.
-template <bool kFp8, int kRows = 64>
-__device__ __forceinline__ void CopyChunks(const uint8_t* rows, const RowSources<kFp8>& src,
-                                           int slot, int pos0, int pos1, int ctid, uint8_t* tile) {
-#if defined(MLAPS_SM90_PROBE_SKIP_COPY)
-  if (slot >= 0) return;  // (every call: Q too)
-#endif
-  using M = ChunkMap<kFp8>;
-  static_assert(kRows % M::kRowStep == 0 && kRows <= 64, "whole row steps of the tile");
-  const int unit = ctid % M::kUnitsPerRow, row0 = ctid / M::kUnitsPerRow;
-#pragma unroll
-  for (int k = 0; k < kRows / M::kRowStep; ++k) {
-    const int row = row0 + k * M::kRowStep;
-    const bool valid = src.row[k] >= 0;
-    const uint8_t* from =
-        valid ? rows + static_cast<int64_t>(src.row[k]) * M::kRowBytes + unit * 16 : rows;
-    uint8_t* to = tile + (kFp8 ? M::kStaging + row * 64 + unit * 16 : ChunkUnit(row, unit));
-#pragma unroll
-    for (int pos = pos0; pos < pos1; ++pos) {
-      const int c = ChunkAt(slot, pos);
-      CpAsync16(to + c * SmemSm90::kChunk, valid ? from + c * 64 * M::kElem : rows, valid);
-    }
-  }
-}
-
-// Converter thread `vtid`'s part of chunk c of the tile at shared address `tile`, landed raw:
-// to f16 in place (bf16; magnitudes folded into `range` for the f16 range check) or from the
-// staging half (e4m3, with a barrier among the converters between reading and writing); the
-// tile's first kRows rows only.
-template <bool kFp8, int kRows = 64>
-__device__ __forceinline__ void ConvertChunk(int c, int vtid, uint32_t tile, uint32_t& range) {
-#if defined(MLAPS_SM90_PROBE_SKIP_CONVERT)
-  return;
-#endif
-  const uint32_t chunk = tile + c * SmemSm90::kChunk;
-  if (kFp8) {
-    // Units (row vtid / 4 + 16 k, raw unit vtid % 4) -> f16 units 2 u and 2 u + 1 of the row.
-    static_assert(kRows % 16 == 0, "whole row steps of the tile");
-    const int unit = vtid % 4, row0 = vtid / 4;
-    uint4 raw[4];
-#pragma unroll
-    for (int k = 0; k < kRows / 16; ++k) {
-      raw[k] = LoadShared128(chunk + ChunkMap<true>::kStaging + (row0 + 16 * k) * 64 + unit * 16);
-    }
-    NamedBarrierSync(4, kSm90ConvertThreads);  // every raw unit read before any is overwritten
-#pragma unroll
-    for (int k = 0; k < kRows / 16; ++k) {
-      const int row = row0 + 16 * k;
-      const uint4 v = raw[k];
-      StoreShared128(chunk + ChunkUnit(row, 2 * unit),
-                     make_uint4(E4m3x2ToF16x2(v.x & 0xffffu), E4m3x2ToF16x2(v.x >> 16),
-                                E4m3x2ToF16x2(v.y & 0xffffu), E4m3x2ToF16x2(v.y >> 16)));
-      StoreShared128(chunk + ChunkUnit(row, 2 * unit + 1),
-                     make_uint4(E4m3x2ToF16x2(v.z & 0xffffu), E4m3x2ToF16x2(v.z >> 16),
-                                E4m3x2ToF16x2(v.w & 0xffffu), E4m3x2ToF16x2(v.w >> 16)));
-    }
-    // No barrier after the writes: the next chunk's raw units are in its own chunk, and a
-    // chunk's staging half is refilled only after the consumers freed its slot, i.e. after
-    // every converter published (read) it.
-  } else {
-    const int unit = vtid % 8, row0 = vtid / 8;
-#pragma unroll 2
-    for (int k = 0; k < kRows / 8; ++k) {
-      const uint32_t at = chunk + ChunkUnit(row0 + 8 * k, unit);
-      const uint4 v = LoadShared128(at);
-      range = MaxAbsBf16x2(MaxAbsBf16x2(range, v.x), v.y);
-      range = MaxAbsBf16x2(MaxAbsBf16x2(range, v.z), v.w);
-      StoreShared128(at, make_uint4(Bf16x2ToF16x2(v.x), Bf16x2ToF16x2(v.y), Bf16x2ToF16x2(v.z),
-                                    Bf16x2ToF16x2(v.w)));
-    }
-  }
-}
 
 // ---- Tile math -------------------------------------------------------------------------------
 
@@ -336,34 +76,6 @@ __device__ __forceinline__ void IssuePvSharedP(uint32_t kv, int half, float (&o)
 
 // ---- The consumers ---------------------------------------------------------------------------
 
-struct Sm90Bars {
-  uint32_t base;
-  __device__ uint32_t Full(int slot, int c) const {
-    return base + 8 * (SmemSm90::kFull + slot * SmemSm90::kChunks + c);
-  }
-  __device__ uint32_t Landed(int slot, int c) const {
-    return base + 8 * (SmemSm90::kLanded + slot * SmemSm90::kChunks + c);
-  }
-  __device__ uint32_t Empty(int slot, int w) const {
-    return base + 8 * (SmemSm90::kEmpty + slot * 2 + w);
-  }
-  __device__ uint32_t QLanded() const { return base + 8 * SmemSm90::kQLanded; }
-  __device__ uint32_t QFull() const { return base + 8 * SmemSm90::kQFull; }
-  __device__ uint32_t QEmpty() const { return base + 8 * SmemSm90::kQEmpty; }
-  __device__ uint32_t Stats() const { return base + 8 * SmemSm90::kStats; }
-  __device__ uint32_t RowLFull(uint32_t item) const {
-    return base + 8 * (SmemSm90::kRowLFull + (item & 1));
-  }
-};
-
-// The blocks of an item: (e_lim - begin) / 64 rounded up, the same in every thread.
-__device__ __forceinline__ int BlocksOf(const Item& it) {
-  const int64_t span = it.e_lim - it.begin;
-  return WarpUniform(span > 0 ? static_cast<int>((span + SmemSm90::kTokens - 1) / SmemSm90::kTokens)
-                              : 0);
-}
-
-// S of block n (slot kW), waiting for each chunk (in the slot's production order) to land.
 template <int kW>
 __device__ __forceinline__ void IssueScores(const Sm90Bars& bars, uint32_t base, uint32_t n,
                                             float (&s)[32]) {
@@ -623,205 +335,6 @@ __device__ int RunConsumerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
     if (kW == 0 && quad == 0) WriteLse(p, it, row, RowLse(st.m[h], lt));
   }
   return nblk;
-}
-
-// ---- The producer ----------------------------------------------------------------------------
-
-// The kv cache row of a block's first token when TMA can load the block (its 64 tokens all
-// visible and inside one page of a valid id), else -1 (cp.async: zeros past e_lim, bad pages
-// reported). The same in every copy thread.
-__device__ __forceinline__ int32_t TmaRowOf(const MlaDecodeParams& p, const Item& it, int blk) {
-  if (p.page_size < SmemSm90::kTokens) return -1;
-  const int64_t j0 = it.begin + static_cast<int64_t>(blk) * SmemSm90::kTokens;
-  if ((j0 & (SmemSm90::kTokens - 1)) != 0 || j0 + SmemSm90::kTokens > it.e_lim) return -1;
-  const int32_t page = p.kv_indices[it.kv_base + (j0 >> it.log2_page)];
-  if (page < 0 || page >= p.num_pages) return -1;
-  return page * p.page_size + static_cast<int32_t>(j0 & (p.page_size - 1));
-}
-
-// The copy threads' part of one item: the Q tile (once both consumers released the previous
-// item's, q_empty) and each kv block into slot n % 2, chunk by chunk as the consumers free the
-// slot's halves (slot 0 frees chunks 0-3 with consumer 0's P V and 4-7 with consumer 1's; slot 1
-// the other way round, ChunkAt; chunk 8 after both); each chunk's copies land on landed[slot][c],
-// by cp.async, or (kTma) by one TMA load a chunk where the block allows it (TmaRowOf).
-template <bool kFp8, int kQRows, bool kTma>
-__device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
-                             uint32_t seq, uint32_t item, int nblk, const TmaMap* kv_map) {
-  using L = SmemSm90;
-  const int ctid = threadIdx.x & (kSm90WgThreads - 1);
-  const Sm90Bars bars{SmemAddr(smem) + L::kBars};
-  const uint8_t* q_rows = static_cast<const uint8_t*>(p.q);
-  const uint8_t* kv_rows = static_cast<const uint8_t*>(p.kv_cache);
-  MLAPS_SM90_MARK(7, item);
-  if (item > 0) MLAPS_SM90_TIMED(8, MbarWait(bars.QEmpty(), (item - 1) & 1));  // Q released
-  if (nblk == 0) {
-    // No Q tile for an item without kv blocks, but q_landed completes a phase for every item
-    // (the converters' parity is the item's index).
-    MbarArrive(bars.QLanded());
-    return;
-  }
-  CopyChunks<kFp8, kQRows>(q_rows, QRows<kFp8>(p, it, ctid), 0, 0, L::kChunks, ctid, smem + L::kQ);
-  CpAsyncArrive(bars.QLanded());
-  for (int t = 0; t < nblk; ++t) {
-    const uint32_t n = seq + t;
-    const int slot = static_cast<int>(n & 1);
-    MLAPS_SM90_MARK(5, n);
-    const int32_t tma_row = kTma ? WarpUniform(TmaRowOf(p, it, t)) : -1;
-    const RowSources<kFp8> src =
-        tma_row < 0 ? KvRows<kFp8>(p, it, t, ctid, cu) : RowSources<kFp8>{};
-    uint8_t* tile = smem + L::kKv + slot * L::kTile;
-    // The L2 fill, kSm90PrefetchAhead blocks ahead (not with TMA: the bf16 narrow kernel read
-    // ~45% more from DRAM with it, notes.md).
-    if (!kTma && t + kSm90PrefetchAhead < nblk) {
-      PrefetchKvBlock<kFp8>(p, it, t + kSm90PrefetchAhead, ctid);
-    }
-    // Positions 0-3 once their consumer freed them, then 4-8 (chunk 8 needs both); a chunk's
-    // arrival (.noinc: once all of this thread's earlier copies landed) follows its copies, so
-    // the converters start on chunk 0 while the later ones are in flight.
-#pragma unroll
-    for (int pos = 0; pos < L::kChunks; ++pos) {
-      if (n >= 2 && (pos == 0 || pos == 4)) {
-        const int w = (pos == 0) == (slot == 0) ? 0 : 1;
-        MLAPS_SM90_MARK(6, n * 16 + pos);
-        MLAPS_SM90_TIMED(9, MbarWait(bars.Empty(slot, w), ((n >> 1) - 1) & 1));
-      }
-      const int c = ChunkAt(slot, pos);
-      if (tma_row < 0) {
-        CopyChunks<kFp8>(kv_rows, src, slot, pos, pos + 1, ctid, tile);
-        CpAsyncArrive(bars.Landed(slot, c));
-      } else if (ctid == 0) {
-        constexpr uint32_t kBytes = 64 * 64 * ChunkMap<kFp8>::kElem;
-        MbarArriveExpectTx(bars.Landed(slot, c), kBytes);
-        TmaLoad2D(SmemAddr(tile) + c * L::kChunk + ChunkMap<kFp8>::kStaging, kv_map, 64 * c,
-                  tma_row, bars.Landed(slot, c));
-      } else {
-        MbarArrive(bars.Landed(slot, c));
-      }
-    }
-  }
-}
-
-// The converter threads' part of one item: each landed chunk to f16 (kWiden; else left as it
-// landed; Q's first kQRows rows), then published (full).
-template <bool kFp8, bool kWiden, int kQRows>
-__device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu, uint32_t seq,
-                                uint32_t item, int nblk) {
-  using L = SmemSm90;
-  const int vtid = (threadIdx.x & (kSm90WgThreads - 1)) - kSm90CopyThreads;
-  const uint32_t base = SmemAddr(smem);
-  const Sm90Bars bars{base + L::kBars};
-  uint32_t range = 0;  // bf16: the largest magnitude seen (f16 range check)
-  // q_full of this item only after the consumers released the previous item's Q tile: an
-  // item without kv blocks loads no Q, and two of them in a row would otherwise complete
-  // q_full twice ahead of the consumers, whose parity wait would then miss it (a hang).
-  if (item > 0) MbarWait(bars.QEmpty(), (item - 1) & 1);
-  if (nblk > 0) {
-    MLAPS_SM90_TIMED(10, MbarWait(bars.QLanded(), item & 1));
-#pragma unroll 1
-    for (int c = 0; c < L::kChunks && kWiden; ++c) {
-      ConvertChunk<kFp8, kQRows>(c, vtid, base + L::kQ, range);
-    }
-  }
-  FenceProxyAsync();  // the consumers' wgmma reads Q
-  MbarArrive(bars.QFull());
-  for (int t = 0; t < nblk; ++t) {
-    const uint32_t n = seq + t;
-    const int slot = static_cast<int>(n & 1);
-#pragma unroll 1
-    for (int pos = 0; pos < L::kChunks; ++pos) {
-      const int c = ChunkAt(slot, pos);
-      MLAPS_SM90_TIMED(11, MbarWait(bars.Landed(slot, c), (n >> 1) & 1));
-      if (kWiden) {
-        MLAPS_SM90_TIMED(12, ConvertChunk<kFp8>(c, vtid, base + L::kKv + slot * L::kTile, range));
-      }
-      MLAPS_SM90_TIMED(15, FenceProxyAsync());  // the consumers' wgmma reads the chunk
-      MbarArrive(bars.Full(slot, c));
-    }
-  }
-  if (kWiden && !kFp8 && ((range & 0x7fffu) >= 0x4780u || (range >> 16) >= 0x4780u)) {
-    const uint32_t hi = range >> 16, lo = range & 0xffffu;
-    Report(p.status, kMlaF16Range, cu, -1, hi > lo ? hi : lo);
-  }
-}
-
-// The producer's part of one item (copy or convert, by thread). Returns the item's kv blocks.
-template <bool kFp8, bool kWiden, int kQRows, bool kTma>
-__device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
-                               uint32_t seq, uint32_t item, const TmaMap* kv_map) {
-  const int nblk = BlocksOf(it);
-  if ((threadIdx.x & (kSm90WgThreads - 1)) < kSm90CopyThreads) {
-    CopyItemSm90<kFp8, kQRows, kTma>(p, it, smem, cu, seq, item, nblk, kv_map);
-  } else {
-    ConvertItemSm90<kFp8, kWiden, kQRows>(p, smem, cu, seq, item, nblk);
-  }
-  return nblk;
-}
-
-// One block of an sm90 kernel on this layout: the mbarriers, then the item walk of each role
-// around the producer (RunProducerSm90: TMA loads from `kv_map` with kTma, compiled out
-// without; Q's first kMaxRows rows, the most an item of these tiles has) and the consumer routine
-// `run_consumer(std::integral_constant<int, w>, item, smem, seq, items_before)` (returns the
-// item's kv blocks).
-template <bool kFp8, bool kWiden, int kMaxRows, bool kTma, class RunConsumer>
-__device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const TmaMap* kv_map,
-                                             RunConsumer&& run_consumer) {
-  mlapsTriggerDependents();  // the reduce may launch (it waits for this grid: LaunchMlaReduce)
-  uint8_t* smem = DynamicSmem();
-  smem += (SmemSm90::kAlign - (SmemAddr(smem) & (SmemSm90::kAlign - 1))) & (SmemSm90::kAlign - 1);
-  if (threadIdx.x == 0) {
-    const uint32_t bars = SmemAddr(smem) + SmemSm90::kBars;
-    // landed, q_landed: the copy threads' cp.async arrivals; full, q_full: the converters;
-    // empty, stats: one consumer; q_empty, row_l_full: both.
-    for (int b = 0; b < SmemSm90::kNumBars; ++b) {
-      const bool copy = (b >= SmemSm90::kLanded && b < SmemSm90::kEmpty) || b == SmemSm90::kQLanded;
-      const bool convert = b < SmemSm90::kLanded || b == SmemSm90::kQFull;
-      MbarInit(bars + 8 * b, copy      ? kSm90CopyThreads
-                             : convert ? kSm90ConvertThreads
-                             : b == SmemSm90::kQEmpty || b >= SmemSm90::kRowLFull
-                                 ? 2 * kSm90WgThreads
-                                 : kSm90WgThreads);
-    }
-  }
-  MLAPS_SM90_TIMES_BEGIN();
-  __syncthreads();
-  uint32_t seq = 0, item = 0;
-  const int wg = WarpUniform(static_cast<int>(threadIdx.x) / kSm90WgThreads);
-  if (wg == 2) {
-#if !defined(MLAPS_SM90_NO_SETMAXNREG)
-    SetMaxRegsDec<kSm90ProducerRegs>();
-#endif
-    MLAPS_SM90_MARK(8, 0);
-    WalkItems</*kRecord=*/false>(p, kMaxRows, [&](const Item& it, int cu) {
-      seq += RunProducerSm90<kFp8, kWiden, kMaxRows, kTma>(p, it, smem, cu, seq, item, kv_map);
-      ++item;
-    });
-    MLAPS_SM90_MARK(9, item);
-    MLAPS_SM90_TIMES_END();
-  } else {
-#if !defined(MLAPS_SM90_NO_SETMAXNREG)
-    SetMaxRegsInc<kSm90ConsumerRegs>();
-#endif
-    MLAPS_SM90_MARK(8, 0);
-    if (wg == 0) {
-      WalkItems(
-          p, kMaxRows,
-          [&](const Item& it, int) {
-            seq += run_consumer(std::integral_constant<int, 0>{}, it, smem, seq, item);
-            ++item;
-          },
-          2 * kSm90WgThreads);
-    } else {
-      WalkItems(
-          p, kMaxRows,
-          [&](const Item& it, int) {
-            seq += run_consumer(std::integral_constant<int, 1>{}, it, smem, seq, item);
-            ++item;
-          },
-          2 * kSm90WgThreads);
-    }
-    MLAPS_SM90_MARK(9, item);
-    MLAPS_SM90_TIMES_END();
-  }
 }
 
 #endif  // __CUDA_ARCH__ || MLAPS_HOST_EMULATION

@@ -1,7 +1,7 @@
 // Hopper (sm_90a) path of the persistent MLA decode for narrow tiles (at most 16 q rows: H = 16
 // at qlen 1, or H / head_fold x tokens_per_tile <= 16), one block an SM. Contract: mla_decode.h;
-// the shared-memory layout and the producer warpgroup are the f16-tile kernel's
-// (mla_decode_sm90.h); measurements: notes.md.
+// the shared-memory layout and the producer warpgroup are shared with the f16-tile kernel
+// (mla_decode_sm90_producer.h); measurements: notes.md.
 //
 // Why a kernel of its own: a 64-row wgmma tile holding 16 rows wastes 3/4 of its tensor work.
 // Here the products are transposed so that the 64 kv tokens of a block are the wgmma M and the
@@ -39,7 +39,7 @@
 
 #include "kernels/decode/mla_decode.h"
 #include "kernels/decode/mla_decode_device.h"
-#include "kernels/decode/mla_decode_sm90.h"
+#include "kernels/decode/mla_decode_sm90_producer.h"
 #include "kernels/decode/sm90_primitives.h"
 
 namespace mlaps {

@@ -5,8 +5,9 @@
 #ifndef MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_PROBE_H_
 #define MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_PROBE_H_
 
-// Macros and probe-only device variables; included by mla_decode_sm90.h after the device
-// dialect (the emulation header or kernels/platform/hip_runtime.h).
+// Macros and probe-only device variables; included by mla_decode_sm90_producer.h and
+// mla_decode_sm90.h after the device dialect (the emulation header or
+// kernels/platform/hip_runtime.h).
 
 namespace mlaps {
 namespace mla {

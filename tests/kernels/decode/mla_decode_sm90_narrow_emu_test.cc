@@ -19,7 +19,7 @@
 // clang-format off
 #include "tests/kernels/emu/hip_host_emulation.h"
 #include "kernels/decode/mla_decode_device.h"
-#include "kernels/decode/mla_decode_sm90.h"
+#include "kernels/decode/mla_decode_sm90_producer.h"
 #include "kernels/decode/mla_decode_sm90_narrow.h"
 #include "kernels/decode/mla_reduce_device.h"
 #include "tests/kernels/decode/sm90_emu_harness.h"

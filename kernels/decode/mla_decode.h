@@ -69,6 +69,8 @@ enum MlaDecodePath : int32_t {
   kMlaPathWgmma = 2,        // the 64-row wgmma kernel of the dtype, whatever the tile's rows
   kMlaPathWgmmaF16 = 3,     // the f16-tile wgmma kernel for bf16 as well (mla_decode_sm90.h)
   kMlaPathWgmmaNarrow = 4,  // the narrow-tile kernel (tiles of at most 16 rows only)
+  kMlaPathWgmmaF16Pv = 5,   // the 64-row kernel with f16 P V from registers, bf16 and fp8
+                            // (mla_decode_sm90_f16pv.h; bf16 V beyond f16's range reported)
 };
 
 // The status word. The first error any block meets wins (atomic compare-and-swap on code);

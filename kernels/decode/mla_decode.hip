@@ -7,6 +7,7 @@
 #include "kernels/decode/mla_decode_device.h"
 #include "kernels/decode/mla_decode_sm90.h"
 #include "kernels/decode/mla_decode_sm90_bf16.h"
+#include "kernels/decode/mla_decode_sm90_f16pv.h"
 #include "kernels/decode/mla_decode_sm90_narrow.h"
 #include "kernels/decode/mla_reduce_device.h"
 #include "kernels/platform/hip_runtime.h"
@@ -99,11 +100,12 @@ const char* MlaDecodeParamsError(const MlaDecodeParams& p) {
     return "block_threads must be 0, 256 or 512";
   }
   if (p.path != kMlaPathAuto && p.path != kMlaPathMmaSync && p.path != kMlaPathWgmma &&
-      p.path != kMlaPathWgmmaF16 && p.path != kMlaPathWgmmaNarrow) {
-    return "path must be kMlaPathAuto, kMlaPathMmaSync, kMlaPathWgmma, kMlaPathWgmmaF16 or "
-           "kMlaPathWgmmaNarrow";
+      p.path != kMlaPathWgmmaF16 && p.path != kMlaPathWgmmaNarrow && p.path != kMlaPathWgmmaF16Pv) {
+    return "path must be kMlaPathAuto, kMlaPathMmaSync, kMlaPathWgmma, kMlaPathWgmmaF16, "
+           "kMlaPathWgmmaNarrow or kMlaPathWgmmaF16Pv";
   }
-  if ((p.path == kMlaPathWgmma || p.path == kMlaPathWgmmaF16 || p.path == kMlaPathWgmmaNarrow) &&
+  if ((p.path == kMlaPathWgmma || p.path == kMlaPathWgmmaF16 || p.path == kMlaPathWgmmaNarrow ||
+       p.path == kMlaPathWgmmaF16Pv) &&
       (!kMmaPath || p.block_threads == 512)) {
     return "the wgmma paths need the NVIDIA build and the default block threads";
   }
@@ -169,10 +171,13 @@ bool UseNarrow(const MlaDecodeParams& p) {
   return p.path == kMlaPathAuto && mla::CompactLayoutFits(p) && !UseCompact(p);
 }
 
-// Whether a 64-row sm90 wgmma kernel runs the launch (MlaDecodePath), and which: the f16-tile
-// one (fp8, or bf16 when asked for) or the bf16 one.
+// Whether the 64-row sm90 kernel with f16 P V from registers runs the launch (asked for).
+bool UseF16Pv(const MlaDecodeParams& p) { return kMmaPath && p.path == kMlaPathWgmmaF16Pv; }
+
+// Whether another 64-row sm90 wgmma kernel runs the launch (MlaDecodePath), and which: the
+// f16-tile one (fp8, or bf16 when asked for) or the bf16 one.
 bool UseWgmma(const MlaDecodeParams& p) {
-  if (!kMmaPath || p.path == kMlaPathMmaSync || UseNarrow(p)) return false;
+  if (!kMmaPath || p.path == kMlaPathMmaSync || UseNarrow(p) || UseF16Pv(p)) return false;
   if (p.path == kMlaPathWgmma || p.path == kMlaPathWgmmaF16) return true;
   return p.block_threads != 512 && !UseCompact(p);
 }
@@ -184,7 +189,7 @@ bool UseF16Tiles(const MlaDecodeParams& p) {
 
 int64_t MlaDecodeSharedBytes(const MlaDecodeParams& p) {
   if (!kMmaPath) return 0;
-  if (UseNarrow(p)) return mla::SmemSm90::kBytes;
+  if (UseNarrow(p) || UseF16Pv(p)) return mla::SmemSm90::kBytes;
   if (UseWgmma(p)) {
     return UseF16Tiles(p) ? mla::SmemSm90::kBytes : mla::sm90_bf16::SmemSm90::kBytes;
   }
@@ -198,6 +203,7 @@ int64_t MlaDecodeSharedBytes(const MlaDecodeParams& p) {
 const char* MlaDecodeKernelName(const MlaDecodeParams& p) {
   if (!kMmaPath) return "generic";
   if (UseNarrow(p)) return "narrow";
+  if (UseF16Pv(p)) return "f16pv";
   if (UseWgmma(p)) return UseF16Tiles(p) ? "f16" : "bf16";
   return "mma";
 }
@@ -206,8 +212,8 @@ using Kernel = void (*)(MlaDecodeParams);
 
 namespace {
 
-// The kv cache as the narrow kernel's TMA map (mla::TmaMap): rows of 576 elements, 64 x 64
-// boxes, bf16 with the 128-byte swizzle, e4m3 as plain bytes. NVIDIA only (AMD never runs the
+// The kv cache as the narrow and f16pv kernels' TMA map (mla::TmaMap): rows of 576 elements, 64 x
+// 64 boxes, bf16 with the 128-byte swizzle, e4m3 as plain bytes. NVIDIA only (AMD never runs the
 // kernel: an empty map).
 hipError_t EncodeKvMap(const MlaDecodeParams& p, mla::TmaMap* map) {
   *map = mla::TmaMap{};
@@ -254,20 +260,25 @@ int LaunchMlaDecode(const MlaDecodeParams& params, void* stream) {
   const int threads = params.block_threads != 0 ? params.block_threads : kDefaultThreads;
   const bool wide = threads == 512;
   const bool compact = UseCompact(params);
-  if (UseNarrow(params)) {
-    static std::atomic<bool> narrow_allowed[2] = {false, false};
-    using NarrowKernel = void (*)(MlaDecodeParams, mla::TmaMap);
-    const NarrowKernel narrow = fp8 ? mla::sm90_narrow::MlaDecodeSm90NarrowKernel<true>
-                                    : mla::sm90_narrow::MlaDecodeSm90NarrowKernel<false>;
+  if (UseNarrow(params) || UseF16Pv(params)) {
+    // The kernels that take the kv cache's TMA map: [narrow, f16pv][fp8].
+    static std::atomic<bool> tma_allowed[2][2] = {{false, false}, {false, false}};
+    using TmaKernel = void (*)(MlaDecodeParams, mla::TmaMap);
+    const int which = UseNarrow(params) ? 0 : 1;
+    const TmaKernel kernel = which == 0 ? (fp8 ? mla::sm90_narrow::MlaDecodeSm90NarrowKernel<true>
+                                               : mla::sm90_narrow::MlaDecodeSm90NarrowKernel<false>)
+                                        : (fp8 ? mla::sm90_f16pv::MlaDecodeSm90F16PvKernel<true>
+                                               : mla::sm90_f16pv::MlaDecodeSm90F16PvKernel<false>);
     mla::TmaMap kv_map;
     if (const hipError_t e = EncodeKvMap(params, &kv_map); e != hipSuccess) return e;
-    if (!narrow_allowed[fp8].load(std::memory_order_acquire)) {
-      const hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(narrow),
+    if (!tma_allowed[which][fp8].load(std::memory_order_acquire)) {
+      const hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(kernel),
                                                hipFuncAttributeMaxDynamicSharedMemorySize, smem);
       if (e != hipSuccess) return e;
-      narrow_allowed[fp8].store(true, std::memory_order_release);
+      tma_allowed[which][fp8].store(true, std::memory_order_release);
     }
-    hipLaunchKernelGGL(narrow, dim3(params.num_cu), dim3(mla::kSm90Threads), smem,
+    const int tma_threads = which == 0 ? mla::kSm90Threads : mla::sm90_f16pv::kF16PvThreads;
+    hipLaunchKernelGGL(kernel, dim3(params.num_cu), dim3(tma_threads), smem,
                        static_cast<hipStream_t>(stream), params, kv_map);
     return hipGetLastError();
   }

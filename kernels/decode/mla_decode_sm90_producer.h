@@ -46,20 +46,22 @@ struct SmemSm90 {
   static constexpr int kChunk = 64 * 128;         // one chunk of 64 rows (or tokens), f16
   static constexpr int kTile = kChunks * kChunk;  // the Q tile, or one kv block
   static constexpr int kQ = 0;
-  static constexpr int kKv = kQ + kTile;                // [2] kv slots
-  static constexpr int kRowM = kKv + 2 * kTile;         // [64] running max (base 2) after a block
-  static constexpr int kRowAlpha = kRowM + 64 * 4;      // [64] that block's rescale factor
-  static constexpr int kRowL = kRowAlpha + 64 * 4;      // [item % 2][consumer][64] row sums
-  static constexpr int kBars = kRowL + 2 * 2 * 64 * 4;  // mbarriers, 8 bytes each:
-  static constexpr int kFull = 0;                       //   [2 slots][9 chunks]
-  static constexpr int kLanded = kFull + 2 * kChunks;   //   [2 slots][9 chunks]
-  static constexpr int kEmpty = kLanded + 2 * kChunks;  //   [2 slots][2 consumers]
+  static constexpr int kKv = kQ + kTile;            // [2] kv slots
+  static constexpr int kRowM = kKv + 2 * kTile;     // [64] running max (base 2) after a block
+  static constexpr int kRowAlpha = kRowM + 64 * 4;  // [64] that block's rescale factor
+  static constexpr int kRowL = kRowAlpha + 64 * 4;  // [item % 2][consumer][64] row sums
+  static constexpr int kPvAlpha = kRowL + 2 * 2 * 64 * 4;  // [block % 2][64] rescale factors
+  static constexpr int kBars = kPvAlpha + 2 * 64 * 4;      // mbarriers, 8 bytes each:
+  static constexpr int kFull = 0;                          //   [2 slots][9 chunks]
+  static constexpr int kLanded = kFull + 2 * kChunks;      //   [2 slots][9 chunks]
+  static constexpr int kEmpty = kLanded + 2 * kChunks;     //   [2 slots][2 consumers]
   static constexpr int kQLanded = kEmpty + 4;
   static constexpr int kQFull = kQLanded + 1;
   static constexpr int kQEmpty = kQFull + 1;
   static constexpr int kStats = kQEmpty + 1;
-  static constexpr int kRowLFull = kStats + 1;  //   [item % 2]: both consumers' row sums
-  static constexpr int kNumBars = kRowLFull + 2;
+  static constexpr int kRowLFull = kStats + 1;       //   [item % 2]: both consumers' row sums
+  static constexpr int kScoreStats = kRowLFull + 2;  // [block % 2]: f16pv, P and stats out
+  static constexpr int kNumBars = kScoreStats + 2;
   static constexpr int kUsed = kBars + kNumBars * 8;
   // The 128-byte swizzle repeats every 1024 bytes and wgmma assumes chunk bases on that
   // grid: the dynamic shared memory base is rounded up to it.
@@ -307,6 +309,9 @@ struct Sm90Bars {
   __device__ uint32_t Stats() const { return base + 8 * SmemSm90::kStats; }
   __device__ uint32_t RowLFull(uint32_t item) const {
     return base + 8 * (SmemSm90::kRowLFull + (item & 1));
+  }
+  __device__ uint32_t ScoreStats(uint32_t n) const {
+    return base + 8 * (SmemSm90::kScoreStats + (n & 1));
   }
 };
 

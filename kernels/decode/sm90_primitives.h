@@ -110,6 +110,19 @@ __device__ __forceinline__ void WgmmaM64N64K32E4m3(float (&d)[32], uint64_t desc
   mlaps_emu::Wgmma(d, 64, desc_a, desc_b, /*trans_b=*/false, accumulate != 0,
                    mlaps_emu::WgmmaType::kE4m3);
 }
+__device__ __forceinline__ void WgmmaM64N64K16Bf16(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
+                                                   int accumulate) {
+  mlaps_emu::Wgmma(d, 64, desc_a, desc_b, /*trans_b=*/false, accumulate != 0,
+                   mlaps_emu::WgmmaType::kBf16);
+}
+__device__ __forceinline__ void WgmmaM64N64K16F16RegA(float (&d)[32], const uint32_t (&a)[4],
+                                                      uint64_t desc_b, int accumulate) {
+  mlaps_emu::WgmmaRegA(d, 64, a, desc_b, /*trans_b=*/false, accumulate != 0,
+                       mlaps_emu::WgmmaType::kF16);
+}
+__device__ __forceinline__ void LdMatrixX4TransShared(uint32_t (&r)[4], uint32_t addr) {
+  mlaps_emu::LdMatrixX4(r, mlaps_emu::SmemBytes(addr, 16), /*trans=*/true);
+}
 __device__ __forceinline__ void WgmmaM64N256K16F16TransB(float (&d)[128], uint64_t desc_a,
                                                          uint64_t desc_b, int accumulate) {
   mlaps_emu::Wgmma(d, 256, desc_a, desc_b, /*trans_b=*/true, accumulate != 0,
@@ -161,6 +174,19 @@ __device__ __forceinline__ float LoadSharedF32(uint32_t addr) {
   float v;
   memcpy(&v, mlaps_emu::SmemBytes(addr, 4), 4);
   return v;
+}
+// Per bf16 half: the larger magnitude of acc and two, NaN ignored, with the xor of their signs
+// (max.xorsign.abs.bf16x2: one instruction); only the magnitude is meant to be read.
+__device__ __forceinline__ uint32_t FoldMagnitudeBf16x2(uint32_t acc, uint32_t two) {
+  uint32_t out = 0;
+  for (int h = 0; h < 2; ++h) {
+    const uint32_t a = (acc >> (16 * h)) & 0xffffu, x = (two >> (16 * h)) & 0xffffu;
+    const uint32_t am = a & 0x7fffu, xm = x & 0x7fffu;
+    const bool a_nan = am > 0x7f80u, x_nan = xm > 0x7f80u;
+    const uint32_t mag = a_nan ? xm : x_nan ? am : (am >= xm ? am : xm);
+    out |= (mag | ((a ^ x) & 0x8000u)) << (16 * h);
+  }
+  return out;
 }
 // max(|x|) of two bf16 per half, NaN ignored (max.bf16x2 of the magnitudes).
 __device__ __forceinline__ uint32_t MaxAbsBf16x2(uint32_t acc, uint32_t two) {
@@ -343,6 +369,51 @@ __device__ __forceinline__ void WgmmaM64N64K32E4m3(float (&d)[32], uint64_t desc
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
+// d (m64n64, fp32) = A B (+ d) with A = 64 x 16 and B = 16 x 64 bf16 from shared memory, both
+// K-major.
+__device__ __forceinline__ void WgmmaM64N64K16Bf16(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
+                                                   int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+// d (m64n64, fp32) = A B (+ d) with A = 64 x 16 f16 from registers (the m64k16 A fragment: four
+// 32-bit registers of f16 pairs) and B = 16 x 64 f16 K-major from shared memory.
+__device__ __forceinline__ void WgmmaM64N64K16F16RegA(float (&d)[32], const uint32_t (&a)[4],
+                                                      uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+}
+
+// Four 8 x 8 matrices of 16-bit elements, transposed (ldmatrix .trans): lanes 8 j .. 8 j + 7
+// give the shared addresses of matrix j's eight 16-byte rows; r[j] is matrix j's fragment.
+__device__ __forceinline__ void LdMatrixX4TransShared(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+
 #define MLAPS_WGMMA_D128                                                                          \
   "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),    \
@@ -483,6 +554,14 @@ __device__ __forceinline__ uint32_t Bf16x2ToF16x2(uint32_t two) {
   asm("cvt.rn.f16x2.f32 %0, %1, %2;\n"
       : "=r"(out)
       : "f"(__uint_as_float(two & 0xffff0000u)), "f"(__uint_as_float(two << 16)));
+  return out;
+}
+
+// Per bf16 half: max(|acc|, |two|) with the xor of their signs, NaN ignored; read the
+// magnitude.
+__device__ __forceinline__ uint32_t FoldMagnitudeBf16x2(uint32_t acc, uint32_t two) {
+  uint32_t out;
+  asm("max.xorsign.abs.bf16x2 %0, %1, %2;\n" : "=r"(out) : "r"(acc), "r"(two));
   return out;
 }
 

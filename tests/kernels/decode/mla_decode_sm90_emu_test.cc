@@ -2,7 +2,8 @@
 // (fibers for threads; emulated wgmma with descriptor-decoded, swizzled shared memory operands
 // and register fragments; mbarriers; cp.async completing on mbarriers; named barriers;
 // setmaxnreg): the f16-tile kernel (kernels/decode/mla_decode_sm90.h: bf16 and fp8, a producer
-// and two consumer warpgroups) and the bf16 hi + lo kernel (mla_decode_sm90_bf16.h), against
+// and two consumer warpgroups), the bf16 hi + lo kernel (mla_decode_sm90_bf16.h) and the
+// f16 P V kernel (mla_decode_sm90_f16pv.h: bf16 and fp8, TMA, V^T from registers), against
 // the simulator's executor (sim::ExecutePlan, kv blocks of each kernel's SmemSm90::kTokens) and
 // the fp64 reference under docs/design.md's gates, with the kernel's trace compared with the
 // plan's (tests/kernels/decode/sm90_emu_harness.h). Every case runs again with the low or the
@@ -27,6 +28,7 @@
 #include "kernels/decode/mla_decode_device.h"
 #include "kernels/decode/mla_decode_sm90.h"
 #include "kernels/decode/mla_decode_sm90_bf16.h"
+#include "kernels/decode/mla_decode_sm90_f16pv.h"
 #include "kernels/decode/mla_reduce_device.h"
 #include "tests/kernels/decode/sm90_emu_harness.h"
 // clang-format on
@@ -65,14 +67,34 @@ constexpr testing::Sm90KernelUnderTest kBf16HiLo{
     mla::sm90_bf16::kSm90Threads, mla::sm90_bf16::SmemSm90::kBytes,
     mla::sm90_bf16::SmemSm90::kTokens, kMlaPathWgmma, &Bf16HiLoBody};
 
-// The bf16 cases run on both kernels; fp8 and the f16 range report on the f16-tile kernel.
+// The f16 P V kernel (mla_decode_sm90_f16pv.h): the producer with TMA and two consumer
+// warpgroups, 64-token kv blocks, bf16 and fp8.
+void F16PvBody(const MlaDecodeParams& p, bool fp8) {
+  const mla::TmaMap map = testing::KvTmaMap(p, fp8);
+  if (fp8) {
+    mla::sm90_f16pv::MlaDecodeSm90F16PvKernel<true>(p, map);
+  } else {
+    mla::sm90_f16pv::MlaDecodeSm90F16PvKernel<false>(p, map);
+  }
+}
+constexpr testing::Sm90KernelUnderTest kF16Pv{mla::sm90_f16pv::kF16PvThreads, mla::SmemSm90::kBytes,
+                                              mla::SmemSm90::kTokens, kMlaPathWgmmaF16Pv,
+                                              &F16PvBody};
+
+std::string KernelName(const ::testing::TestParamInfo<testing::Sm90KernelUnderTest>& info) {
+  return info.param.path == kMlaPathWgmmaF16     ? "F16Tile"
+         : info.param.path == kMlaPathWgmmaF16Pv ? "F16Pv"
+                                                 : "Bf16HiLo";
+}
+
+// The bf16 cases run on every kernel; fp8 on the f16-tile and f16 P V kernels.
 class Sm90KernelTest : public ::testing::TestWithParam<testing::Sm90KernelUnderTest> {};
+class Sm90Fp8KernelTest : public ::testing::TestWithParam<testing::Sm90KernelUnderTest> {};
 
 INSTANTIATE_TEST_SUITE_P(MlaDecodeSm90EmuTest, Sm90KernelTest,
-                         ::testing::Values(kF16Tile, kBf16HiLo),
-                         [](const ::testing::TestParamInfo<testing::Sm90KernelUnderTest>& info) {
-                           return std::string(info.index == 0 ? "F16Tile" : "Bf16HiLo");
-                         });
+                         ::testing::Values(kF16Tile, kBf16HiLo, kF16Pv), KernelName);
+INSTANTIATE_TEST_SUITE_P(MlaDecodeSm90EmuTest, Sm90Fp8KernelTest,
+                         ::testing::Values(kF16Tile, kF16Pv), KernelName);
 TEST_P(Sm90KernelTest, Heads16Qlen1VarlenPage16) {
   const Batch batch = MakeVarlenBatch(Arch::kSm90, DType::kBf16, 16, {37, 100, 64}, 1, 16);
   CheckSm90Case(GetParam(), sim::MakeDecodeCase(batch, 1), PlanForTest(batch, 4),
@@ -171,46 +193,47 @@ TEST_P(Sm90KernelTest, EmptyItemsKeepTheQTileInStep) {
                                               PlanForTest(batch, 1));
 }
 
-TEST(MlaDecodeSm90F16EmuTest, Fp8EmptyItemsKeepTheQTileInStep) {
+TEST_P(Sm90Fp8KernelTest, Fp8EmptyItemsKeepTheQTileInStep) {
   const Batch batch = MakeVarlenBatch(Arch::kSm90, DType::kFp8, 64, {150, 70}, 1, 64);
-  testing::ExpectEmptyItemsKeepTheQTileInStep(kF16Tile, sim::MakeDecodeCase(batch, 29),
+  testing::ExpectEmptyItemsKeepTheQTileInStep(GetParam(), sim::MakeDecodeCase(batch, 29),
                                               PlanForTest(batch, 1));
 }
 
-TEST(MlaDecodeSm90F16EmuTest, Fp8MtpPartialTilesWithScales) {
+TEST_P(Sm90Fp8KernelTest, Fp8MtpPartialTilesWithScales) {
   // fp8 e4m3fn Q and KV under per-tensor scales; (32, 3) gives a 64-row and a 32-row tile.
   const Batch batch = MakeVarlenBatch(Arch::kSm90, DType::kFp8, 32, {70, 200}, 3, 64);
-  CheckSm90Case(kF16Tile, sim::MakeDecodeCase(batch, 21, /*q_scale=*/0.5, /*kv_scale=*/2.0),
+  CheckSm90Case(GetParam(), sim::MakeDecodeCase(batch, 21, /*q_scale=*/0.5, /*kv_scale=*/2.0),
                 PlanForTest(batch, 3), "fp8 H32 q3 page64 cu3 (scales)");
 }
 
-TEST(MlaDecodeSm90F16EmuTest, Fp8Heads128FoldedPage1) {
+TEST_P(Sm90Fp8KernelTest, Fp8Heads128FoldedPage1) {
   const Batch batch = MakeVarlenBatch(Arch::kSm90, DType::kFp8, 128, {150, 37}, 1, 1);
-  CheckSm90Case(kF16Tile, sim::MakeDecodeCase(batch, 22, 0.7, 1.3), PlanForTest(batch, 2),
+  CheckSm90Case(GetParam(), sim::MakeDecodeCase(batch, 22, 0.7, 1.3), PlanForTest(batch, 2),
                 "fp8 H128 q1 page1 cu2");
 }
 
-TEST(MlaDecodeSm90F16EmuTest, Fp8LongSplitItems) {
+TEST_P(Sm90Fp8KernelTest, Fp8LongSplitItems) {
   const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kFp8, 64, 2, 2, 900, 64);
-  CheckSm90Case(kF16Tile, sim::MakeDecodeCase(batch, 24, 0.5, 2.0), PlanForTest(batch, 3),
+  CheckSm90Case(GetParam(), sim::MakeDecodeCase(batch, 24, 0.5, 2.0), PlanForTest(batch, 3),
                 "fp8 H64 q2 ctx900 cu3");
 }
 
 // fp8 on one CU: six items of 1 to 9 kv blocks, so the e4m3 staging halves of both slots and
 // of the Q tile are refilled across items; page size 1 and a partial last block in most items.
-TEST(MlaDecodeSm90F16EmuTest, Fp8ManyItemsOnOneBlock) {
+TEST_P(Sm90Fp8KernelTest, Fp8ManyItemsOnOneBlock) {
   const Batch batch =
       MakeVarlenBatch(Arch::kSm90, DType::kFp8, 64, {560, 64, 129, 1, 300, 65}, 1, 1);
   const WorkPlan plan = PlanForTest(batch, 1);
   ASSERT_EQ(plan.num_works(), 6);
-  CheckSm90Case(kF16Tile, sim::MakeDecodeCase(batch, 26, 0.6, 1.5), plan, "fp8 H64 q1 6 items cu1");
+  CheckSm90Case(GetParam(), sim::MakeDecodeCase(batch, 26, 0.6, 1.5), plan,
+                "fp8 H64 q1 6 items cu1");
 }
 
 // A bad page id on the fp8 path: reported (the kernel reads zeros for it instead).
-TEST(MlaDecodeSm90F16EmuTest, Fp8StatusWordReportsABadPage) {
+TEST_P(Sm90Fp8KernelTest, Fp8StatusWordReportsABadPage) {
   const Batch batch = MakeVarlenBatch(Arch::kSm90, DType::kFp8, 64, {40, 200}, 1, 16);
   // Request 1's fifth page: kv block 1 of its item.
-  testing::ExpectBadPageReported(kF16Tile, batch, 27, 7, -3, PlanForTest(batch, 1));
+  testing::ExpectBadPageReported(GetParam(), batch, 27, 7, -3, PlanForTest(batch, 1));
 }
 
 TEST(MlaDecodeSm90F16EmuTest, StatusWordReportsABf16ValueBeyondF16) {
@@ -229,6 +252,40 @@ TEST(MlaDecodeSm90F16EmuTest, StatusWordReportsABf16ValueBeyondF16) {
   // The same for Q.
   c.q[3 * kHeadDimQk + 100] = -70144.0f;
   EXPECT_EQ(RunSm90(kF16Tile, c, PlanForTest(batch, 1)).status.code, kMlaF16Range);
+}
+
+// The f16 P V kernel widens only V (dims 0-511) to f16: a V value f16 cannot hold is reported
+// with its bf16 bits; Q and the rope dims (S in bf16) keep the full bf16 range.
+TEST(MlaDecodeSm90F16PvEmuTest, ReportsAVValueBeyondF16) {
+  const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 1, 1, 70, 64);
+  sim::DecodeCase c = sim::MakeDecodeCase(batch, 25);
+  const int64_t row = int64_t{c.kv_indices[0]} * batch.page_size;
+  c.kv_cache[(row + 5) * kHeadDimQk + 7] = 70144.0f;  // a bf16 (0x4789); f16 tops out at 65504
+  const DecodeRunResult got = RunSm90(kF16Pv, c, PlanForTest(batch, 1));
+  EXPECT_EQ(got.error, "");
+  EXPECT_EQ(got.status.code, kMlaF16Range);
+  EXPECT_EQ(got.status.value, 0x4789);
+  // 65280 (0x477f) is the largest bf16 that f16 holds: no report.
+  c.kv_cache[(row + 5) * kHeadDimQk + 7] = -65280.0f;
+  EXPECT_EQ(RunSm90(kF16Pv, c, PlanForTest(batch, 1)).status.code, kMlaOk);
+  // Token 65 (page 1: the second kv block, the other consumer's own block and slot).
+  c.kv_cache[(int64_t{c.kv_indices[1]} * batch.page_size + 1) * kHeadDimQk + 300] = -98304.0f;
+  EXPECT_EQ(RunSm90(kF16Pv, c, PlanForTest(batch, 1)).status.code, kMlaF16Range);
+}
+
+TEST(MlaDecodeSm90F16PvEmuTest, Bf16BeyondF16InQAndRopeIsExact) {
+  const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 64, 1, 1, 130, 64);
+  sim::DecodeCase c = sim::MakeDecodeCase(batch, 49);
+  // A rope dim of K (S only) beyond f16, with Q's dim zeroed so that the logits stay moderate,
+  // and a Q nope dim beyond f16 against a zeroed K dim.
+  for (int h = 0; h < batch.num_heads; ++h) c.q[h * kHeadDimQk + 530] = 0.0f;
+  const int64_t row = int64_t{c.kv_indices[0]} * batch.page_size;
+  c.kv_cache[(row + 5) * kHeadDimQk + 530] = 70144.0f;
+  for (size_t t = 0; t < c.kv_cache.size() / kHeadDimQk; ++t) {
+    c.kv_cache[t * kHeadDimQk + 11] = 0.0f;
+  }
+  c.q[3 * kHeadDimQk + 11] = -98304.0f;
+  CheckSm90Case(kF16Pv, c, PlanForTest(batch, 1), "bf16 H64 q1 Q and rope beyond f16");
 }
 
 }  // namespace

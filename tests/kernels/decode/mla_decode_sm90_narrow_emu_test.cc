@@ -31,13 +31,9 @@ namespace {
 using testing::CheckSm90Case;
 using testing::PlanForTest;
 
-// The kernel with the kv cache's TMA map as the launch encodes it on the GPU (rows of 576
-// elements, 64 x 64 boxes, bf16 128-byte swizzled, e4m3 plain).
+// The kernel with the kv cache's TMA map as the launch encodes it on the GPU.
 void NarrowBody(const MlaDecodeParams& p, bool fp8) {
-  mla::TmaMap map;
-  const int64_t rows = p.num_pages * p.page_size;
-  mlaps_emu::EncodeTmaMap2D(&map, p.kv_cache, fp8 ? 1 : 2, kHeadDimQk, rows > 0 ? rows : 1,
-                            kHeadDimQk * (fp8 ? 1 : 2), 64, 64, /*swizzle_128b=*/!fp8);
+  const mla::TmaMap map = testing::KvTmaMap(p, fp8);
   if (fp8) {
     mla::sm90_narrow::MlaDecodeSm90NarrowKernel<true>(p, map);
   } else {

@@ -278,6 +278,7 @@ class MlaDecodeGpu : public ::testing::Test {
     MlaDecodeParams p = testing::DecodeParamsFor(batch, plan, ba, pa, num_pages, q_scale, kv_scale,
                                                  partial_rows, d);
     p.trace_clocks = with_trace;
+    if (path_override_ >= 0) p.path = path_override_;
     ASSERT_EQ(MlaDecodeParamsError(p), nullptr) << MlaDecodeParamsError(p);
     ASSERT_EQ(LaunchMlaDecode(p, stream_), 0);
     const MlaReduceParams r = testing::ReduceParamsFor(batch, plan, ba, pa, partial_rows, d);
@@ -434,6 +435,7 @@ class MlaDecodeGpu : public ::testing::Test {
   // >= 0: the partial buffers' rows for the next launches (a planted bad partial_qo_loc
   // must not size the buffers).
   int64_t partial_rows_override_ = -1;
+  int32_t path_override_ = -1;  // MlaDecodeParams::path for every launch when >= 0
   uint8_t* kv_ = nullptr;
   uint8_t* q_ = nullptr;
   uint16_t* o_ = nullptr;
@@ -878,6 +880,33 @@ TEST_F(MlaDecodeGpu, StatusWordReportsBadPlans) {
   }
 }
 
+// The f16 P V kernel widens V to f16 in registers: a bf16 V value f16 cannot hold is found
+// through the non-finite O it makes on the GPU's tensor cores (P x inf, and 0 x inf = NaN in
+// the rows that do not see it) and reported with its bits; the largest bf16 f16 holds is not.
+TEST_F(MlaDecodeGpu, F16PvReportsAVValueBeyondF16) {
+  const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 64, 2, 1, 300, 64);
+  sim::DecodeCase c = sim::MakeDecodeCase(batch, 17);
+  const WorkPlan plan = Plan(batch, 3);
+  path_override_ = kMlaPathWgmmaF16Pv;
+  // Request 1, token 130 (its third page), dim 300.
+  const int64_t at =
+      (int64_t{c.kv_indices[c.batch.kv_indptr[1] + 2]} * batch.page_size + 2) * kHeadDimQk + 300;
+  std::vector<float> o, lse;
+  for (const auto& [value, code] : {std::pair<float, int32_t>{70144.0f, kMlaF16Range},
+                                    {-98304.0f, kMlaF16Range},
+                                    {-65280.0f, kMlaOk}}) {
+    c.kv_cache[at] = value;
+    MlaStatus status{};
+    RunCase(c, plan, &o, &lse, &status);
+    EXPECT_EQ(status.code, code) << value;
+    uint32_t bits = 0;
+    const float magnitude = std::fabs(value);
+    std::memcpy(&bits, &magnitude, 4);
+    if (code == kMlaF16Range) EXPECT_EQ(status.value, bits >> 16);
+  }
+  path_override_ = -1;
+}
+
 TEST_F(MlaDecodeGpu, ReduceEdgeCases) {
   // Synthetic partial rows: tile k merges pieces with the given LSEs (row 0 of each piece),
   // O_p[d] = p + d / 512. Tiles: one live piece among NaN / +inf / -inf ones, none live,
@@ -1094,6 +1123,9 @@ TEST(MlaDecodeApi, RefusesBadParams) {
     k.path = kMlaPathAuto;
     k.tokens_per_tile = 4;  // 64 rows
     EXPECT_STREQ(MlaDecodeKernelName(k), dtype == kMlaBf16 ? "bf16" : "f16");
+    k.path = kMlaPathWgmmaF16Pv;  // any tile of up to 64 rows, when asked for
+    EXPECT_STREQ(MlaDecodeKernelName(k), "f16pv");
+    EXPECT_EQ(MlaDecodeParamsError(k), nullptr) << MlaDecodeParamsError(k);
     k.path = kMlaPathWgmmaNarrow;
     EXPECT_NE(MlaDecodeParamsError(k), nullptr);
   }

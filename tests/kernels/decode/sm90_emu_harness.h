@@ -37,6 +37,16 @@ struct Sm90KernelUnderTest {
   void (*body)(const MlaDecodeParams& p, bool fp8);
 };
 
+// The kv cache's TMA map as LaunchMlaDecode encodes it on the GPU (rows of 576 elements,
+// 64 x 64 boxes, bf16 128-byte swizzled, e4m3 plain), for the kernels that take one.
+inline mla::TmaMap KvTmaMap(const MlaDecodeParams& p, bool fp8) {
+  mla::TmaMap map;
+  const int64_t rows = p.num_pages * p.page_size;
+  mlaps_emu::EncodeTmaMap2D(&map, p.kv_cache, fp8 ? 1 : 2, kHeadDimQk, rows > 0 ? rows : 1,
+                            kHeadDimQk * (fp8 ? 1 : 2), 64, 64, /*swizzle_128b=*/!fp8);
+  return map;
+}
+
 // Decode + reduce for `c` under `plan` in the emulation, outputs poisoned first, the block's
 // threads run in `schedule`'s order. o_fp32: final O as fp32 (MlaDecodeParams::o_fp32).
 inline DecodeRunResult RunSm90(const Sm90KernelUnderTest& k, const sim::DecodeCase& c,

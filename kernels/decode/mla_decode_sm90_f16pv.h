@@ -1,0 +1,510 @@
+// Hopper (sm_90a) path of the persistent MLA decode for 64-row tiles with one f16 P V pass for
+// bf16 inputs: S = Q K^T on the tiles as they landed (bf16, or f16 for fp8 inputs the producer
+// widened), and P V transposed, O^T += V^T P^T, with V^T taken into registers (ldmatrix .trans)
+// and widened there from bf16 to f16. Contract: mla_decode.h; the shared-memory layout and the
+// producer warpgroup (TMA loads of whole-page blocks, cp.async otherwise) are shared with the
+// f16-tile and narrow kernels (mla_decode_sm90_producer.h); measurements: notes.md.
+//
+// Why: one bf16 rounding of P fails the elementwise gate, so bf16 P V needs a hi + lo pair
+// (+47% tensor work a block: the bf16 kernel, mla_decode_sm90_bf16.h); f16 P (11 bits) passes
+// in one pass but needs f16 V. Widening V in shared memory costs a producer pass over every
+// block (the f16-tile kernel is bound by it); here each consumer widens only its own 256 dims
+// of V, in registers, on the way into the wgmma (A from registers), and K stays bf16 for S.
+// Every bf16 of magnitude in [2^-14, 65504] is an f16 (smaller ones round to the f16 quantum
+// 2^-24, far below the gates); a V value the f16 cannot hold (>= 65520, or an infinity) is
+// reported as kMlaF16Range instead of writing a wrong O. Q and K keep the full bf16 range.
+//
+// Roles (three warpgroups; kv block n of the block's walk sits in slot n % 2 and belongs to
+// consumer n % 2):
+//   own block    (its consumer) S = Q K^T (9 chunks x 4 wgmma m64n64k16), the mask and the
+//                online softmax in registers (the running max after the block before comes from
+//                its owner), P as f16 into the slot's rope chunk (dead once S is done), the row
+//                max (kRowM) and the block's rescale factors (kPvAlpha[n % 2]) to shared memory;
+//   every block  (both consumers) O^T[the consumer's 256 dims] rescaled by the block's factors
+//                and O^T += V^T P^T: four dims tiles of 64 (chunks 4 w .. 4 w + 3 of the slot) x 4
+//                k steps of 16 tokens, wgmma m64n64k16 with V^T from registers and P^T (K-major,
+//                the rope chunk) from shared memory; the slot's half is freed when it retired.
+//                After the other's block the S of the consumer's next block is issued behind
+//                that P V, so the two overlap on the tensor cores;
+//   producer     (warpgroup 2) Q and the kv blocks (mla_decode_sm90_producer.h).
+// (A fourth warpgroup that runs every S and softmax while two others run P V compiles to
+// serialized wgmmas: 512 threads leave 128 registers a thread at entry, and ptxas reports
+// C7512, "insufficient register resources", whatever the setmaxnreg split; notes.md.)
+//
+// Handoffs beyond the producer's (this kernel's arrival counts: F16PvArrivals):
+//   score_stats[n % 2]  owner of block n -> the other consumer: P(n), the row max after it and
+//                       its rescale factors published;
+//   q_empty             both consumers, once their last S of the item retired;
+//   row_l_full[i % 2]   both consumers' row sums of item i (the epilogue).
+#ifndef MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_F16PV_H_
+#define MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_F16PV_H_
+
+#include <cstdint>
+
+#include "kernels/decode/mla_decode.h"
+#include "kernels/decode/mla_decode_device.h"
+#include "kernels/decode/mla_decode_sm90_producer.h"
+#include "kernels/decode/sm90_primitives.h"
+
+namespace mlaps {
+namespace mla {
+namespace sm90_f16pv {
+
+// Warpgroups of a block: 0 and 1 consumers, 2 the producer (mla_decode_sm90_producer.h), with
+// the f16-tile kernel's registers (kSm90ConsumerRegs, kSm90ProducerRegs).
+constexpr int kF16PvThreads = kSm90Threads;
+constexpr int kF16PvProducer = 2;
+
+#if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
+
+using L = SmemSm90;
+
+// The arrival count of mbarrier b of the layout in this kernel: the producer's as in every sm90
+// kernel (copy threads land, converters publish), empty[slot][w] and score_stats one
+// consumer's, q_empty and row_l_full both consumers'.
+__device__ __forceinline__ int F16PvArrivals(int b) {
+  return (b >= L::kLanded && b < L::kEmpty) || b == L::kQLanded         ? kSm90CopyThreads
+         : b < L::kLanded || b == L::kQFull                             ? kSm90ConvertThreads
+         : b == L::kQEmpty || (b >= L::kRowLFull && b < L::kScoreStats) ? 2 * kSm90WgThreads
+                                                                        : kSm90WgThreads;
+}
+
+// ---- Layouts -------------------------------------------------------------------------------
+
+// Fragments of the m64n64 accumulators (thread t of the warpgroup: warp w = t / 32, lane l,
+// quad = l % 4): element i sits at M index 16 w + l / 4 + 8 ((i >> 1) & 1) and N index
+// 8 (i >> 2) + 2 quad + (i & 1).
+//   S (M = q rows, N = tokens): a thread holds rows r0 = 16 w + l / 4 and r0 + 8.
+//   O^T tile m (M = dims 64 (4 kW + m) .., N = q rows): a thread holds the 16 q rows
+//   QRowOf(i, quad), the same in every tile.
+__device__ __forceinline__ int QRowOf(int i, int quad) { return 8 * (i >> 2) + 2 * quad + (i & 1); }
+
+// P (q row, token) in the slot's rope chunk at `p_tile`: K-major for P^T as the B operand of
+// P V (q rows the N dimension, 128-byte rows of 64 tokens), swizzled like a Q chunk.
+__device__ __forceinline__ uint32_t PAt(uint32_t p_tile, int row, int token) {
+  return p_tile + row * 128 + (((token >> 3) ^ (row & 7)) << 4) + 2 * (token & 7);
+}
+
+// ---- Tile math -------------------------------------------------------------------------------
+
+// S = Q K^T for the block in `slot` (sequence number n), issued as one commit group: 9 chunks
+// in the slot's production order (ChunkAt), waiting for each, x 4 k16 steps of 32 bytes inside
+// the swizzled 128-byte rows; bf16 operands as they landed, or f16 (kF16Tiles: fp8 inputs
+// widened by the producer).
+template <bool kF16Tiles>
+__device__ __forceinline__ void IssueScores(const Sm90Bars& bars, uint32_t base, int slot,
+                                            uint32_t n, float (&s)[32]) {
+  const uint32_t kv = base + L::kKv + slot * L::kTile;
+#pragma unroll
+  for (int e = 0; e < 32; ++e) s[e] = 0.0f;
+  PinAccumulators(s);
+  WgmmaFence();
+#pragma unroll 1
+  for (int pos = 0; pos < L::kChunks; ++pos) {
+    const int c = ChunkAt(slot, pos);
+    MbarWait(bars.Full(slot, c), (n >> 1) & 1);
+    const uint64_t a0 = MatrixDesc(base + L::kQ + c * L::kChunk, 16, 1024, kSwizzle128B);
+    const uint64_t b0 = MatrixDesc(kv + c * L::kChunk, 16, 1024, kSwizzle128B);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const uint32_t step = (kk * 32) >> 4;
+      if (kF16Tiles) {
+        WgmmaM64N64K16F16(s, a0 + step, b0 + step, pos + kk > 0);
+      } else {
+        WgmmaM64N64K16Bf16(s, a0 + step, b0 + step, pos + kk > 0);
+      }
+    }
+  }
+  WgmmaCommit();
+}
+
+// O^T[dims 256 w ..] += V^T P^T for the block in the slot at `kv`. Tile m (dims chunk 4 w + m)
+// takes four A fragments of V^T (16 dims a warp x 16 tokens a k step), loaded by ldmatrix
+// .trans from the chunk's token rows (lane: matrix j = lane / 8 holds dims + 8 (j & 1) and
+// tokens + 8 (j >> 1); its row lane % 8 is a token) and widened to f16 when the tiles are bf16
+// (kWidenV); P^T is the rope chunk, K-major. The tiles
+// are committed one by one, their A registers double-buffered: the tile before last retires
+// before its registers take the next tile's fragments. With `then_s`, `issue_s()` then issues
+// one more commit group (the S of the consumer's next block, which so overlaps these tiles);
+// every tile of P V has retired when it returns, that group need not have.
+template <bool kWidenV, class IssueS>
+__device__ __forceinline__ void PvT(uint32_t kv, int w, int wtid, float (&o)[4][32], bool then_s,
+                                    IssueS&& issue_s) {
+  const int warp = wtid >> 5, lane = wtid & 31;
+  const int tok = 8 * (lane >> 4) + (lane & 7);
+  const int unit = 2 * warp + ((lane >> 3) & 1);
+  const uint64_t p0 = MatrixDesc(kv + 8 * L::kChunk, 16, 1024, kSwizzle128B);
+  const uint32_t v0 = kv + 4 * w * L::kChunk;
+  uint32_t a[2][4][4];
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+    if (m >= 2) WgmmaWait<1>();  // tile m - 2 retired: its A registers are free
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const int t = 16 * kk + tok;
+      LdMatrixX4TransShared(a[m & 1][kk], v0 + m * L::kChunk + t * 128 + ((unit ^ (t & 7)) << 4));
+      if (kWidenV) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) a[m & 1][kk][r] = Bf16x2ToF16x2(a[m & 1][kk][r]);
+      }
+    }
+    WgmmaFence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      WgmmaM64N64K16F16RegA(o[m], a[m & 1][kk], p0 + ((kk * 32) >> 4), 1);
+    }
+    WgmmaCommit();
+  }
+  // Here, while the A registers are still ours.
+  if (then_s) {
+    issue_s();
+    WgmmaWait<1>();
+  } else {
+    WgmmaWait<0>();
+  }
+#pragma unroll
+  for (int m = 0; m < 4; ++m) PinAccumulators(o[m]);
+}
+
+// ---- The consumers ---------------------------------------------------------------------------
+
+__device__ __forceinline__ bool IsFinite(float x) {
+  return (FloatToBits(x) & 0x7f800000u) != 0x7f800000u;
+}
+
+// Where one item's kv rows are, for ReportF16Range (plain values: the slow path is a call).
+struct ItemRows {
+  const uint16_t* kv_cache;
+  const int32_t* kv_indices;
+  MlaStatus* status;
+  int64_t kv_base, begin, e_lim;
+  int32_t num_pages, page_size, log2_page;
+};
+
+// The item's V (dims 0-511 of its kv rows) read again by one warp (lane `lane`): the largest bf16
+// magnitude that f16 cannot hold (>= 2^16: 65520 and up round to inf; an infinity counts, NaN
+// does not), reported as kMlaF16Range with its bits. The slow path of a non-finite O.
+__device__ __noinline__ void ReportF16Range(const ItemRows r, int lane) {
+  uint32_t worst = 0;
+  for (int64_t j = r.begin + lane; j < r.e_lim; j += 32) {
+    const int32_t page = r.kv_indices[r.kv_base + (j >> r.log2_page)];
+    if (page < 0 || page >= r.num_pages) continue;  // read as zeros (reported by the producer)
+    const uint16_t* v =
+        r.kv_cache + (static_cast<int64_t>(page) * r.page_size + (j & (r.page_size - 1))) * kDimQk;
+    for (int d = 0; d < kDimV; ++d) {
+      const uint32_t mag = v[d] & 0x7fffu;
+      if (mag <= 0x7f80u && mag > worst) worst = mag;
+    }
+  }
+#pragma unroll
+  for (int k = 16; k >= 1; k >>= 1) {
+    const uint32_t other = __shfl_xor(worst, k);
+    worst = other > worst ? other : worst;
+  }
+  if (lane == 0 && worst >= 0x4780u) {
+    Report(r.status, kMlaF16Range, static_cast<int>(blockIdx.x), -1, worst);
+  }
+}
+
+// What a math warpgroup knows of its place (warp-uniform values and the thread's coordinates).
+struct F16PvPlace {
+  Sm90Bars bars;
+  uint32_t base;
+  int wtid, warp, lane, quad, r0;
+};
+
+__device__ __forceinline__ F16PvPlace PlaceOf(uint8_t* smem) {
+  F16PvPlace at;
+  at.base = SmemAddr(smem);
+  at.bars = Sm90Bars{at.base + L::kBars};
+  at.wtid = threadIdx.x & (kSm90WgThreads - 1);
+  at.warp = at.wtid >> 5;
+  at.lane = at.wtid & 31;
+  at.quad = at.lane & 3;
+  at.r0 = 16 * at.warp + (at.lane >> 2);  // S rows r0 and r0 + 8
+  return at;
+}
+
+// The owner's softmax of block i (sequence number n, S retired in s): the mask, the online
+// softmax (running max m, row sums l of rows r0, r0 + 8), P as f16 into the slot's rope chunk
+// (dead once S retired), the row max into kRowM and the block's rescale factors into
+// kPvAlpha[n % 2], then published (score_stats[n % 2]).
+__device__ __forceinline__ void Softmax(const F16PvPlace& at, float (&s)[32], float (&m)[2],
+                                        float (&l)[2], const int32_t (&vend)[2], int i, uint32_t n,
+                                        float scale_log2) {
+  int lim[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int d = vend[h] - i * L::kTokens;
+    lim[h] = d < 0 ? 0 : d > L::kTokens ? L::kTokens : d;
+  }
+  float mx[2] = {NegInf(), NegInf()};
+  // No mask when every row of the warp sees the whole block (all but an item's last blocks).
+  if (__ballot64(lim[0] < L::kTokens || lim[1] < L::kTokens) == 0) {
+#pragma unroll
+    for (int e = 0; e < 32; ++e) {
+      s[e] *= scale_log2;
+      mx[(e >> 1) & 1] = MaxF(mx[(e >> 1) & 1], s[e]);
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < 32; ++e) {
+      const int h = (e >> 1) & 1;
+      s[e] = 8 * (e >> 2) + 2 * at.quad + (e & 1) < lim[h] ? s[e] * scale_log2 : NegInf();
+      mx[h] = MaxF(mx[h], s[e]);
+    }
+  }
+  float m_use[2], alpha[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float m_new = MaxF(m[h], QuadMax(mx[h]));
+    m_use[h] = m_new == NegInf() ? 0.0f : m_new;  // a row that saw nothing keeps P = 0
+    alpha[h] = exp2f(m[h] - m_use[h]);
+    m[h] = m_new;
+    l[h] *= alpha[h];
+  }
+  const uint32_t p_tile = at.base + L::kKv + (n & 1) * L::kTile + 8 * L::kChunk;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float p0 = exp2f(s[4 * j + 2 * h] - m_use[h]);
+      const float p1 = exp2f(s[4 * j + 2 * h + 1] - m_use[h]);
+      l[h] += p0 + p1;
+      StoreShared32(PAt(p_tile, at.r0 + 8 * h, 8 * j + 2 * at.quad), PackF16x2(p0, p1));
+    }
+  }
+  if (at.quad == 0) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      StoreSharedF32(at.base + L::kRowM + 4 * (at.r0 + 8 * h), m[h]);
+      StoreSharedF32(at.base + L::kPvAlpha + 4 * ((n & 1) * L::kRows + at.r0 + 8 * h), alpha[h]);
+    }
+  }
+  FenceProxyAsync();  // P is read by wgmma (ours and the other's)
+  MbarArrive(at.bars.ScoreStats(n));
+}
+
+// O^T *= block n's rescale factors of the thread's 16 q rows, unless every factor of the warp
+// is 1 (the usual case once the running max settled; exact either way).
+__device__ __forceinline__ void RescaleO(const F16PvPlace& at, float (&o)[4][32], uint32_t n) {
+  const uint32_t alpha = at.base + L::kPvAlpha + 4 * (n & 1) * L::kRows;
+  float f[16];
+  bool moved = false;
+#pragma unroll
+  for (int k = 0; k < 16; ++k) {
+    f[k] = LoadSharedF32(alpha + 4 * QRowOf(4 * (k >> 1) + (k & 1), at.quad));
+    moved = moved || f[k] != 1.0f;
+  }
+  if (__ballot64(moved) == 0) return;
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) o[m][i] *= f[2 * (i >> 2) + (i & 1)];
+  }
+}
+
+// Consumer w's part of one item (see the file comment): one pass over the kv blocks, each one
+// either ours (softmax) or the other's (its statistics), then our P V of it, behind which the S
+// of our next block after the other's. `seq`: kv blocks this block ran before the item; `item`:
+// items before it. Returns the item's kv blocks.
+template <bool kFp8>
+__device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* smem, uint32_t seq,
+                           uint32_t item, int w) {
+  const F16PvPlace at = PlaceOf(smem);
+  const int nblk = BlocksOf(it);
+  const float scale_log2 = p.sm_scale * p.q_scale * p.kv_scale * kLog2e;
+  float o[4][32], s[32], m[2], l[2];
+  int32_t vend[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t v = VisibleEnd(p, it, it.first_token + (at.r0 + 8 * h) / it.hpg) - it.begin;
+    vend[h] = static_cast<int32_t>(v < 0 ? 0 : v);  // < 2^31: an item's kv fits int32
+    m[h] = NegInf();
+    l[h] = 0.0f;
+  }
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) o[t][i] = 0.0f;
+  }
+
+  // Block i sits in slot (seq + i) % 2 and is ours when that is w. Our last S of the item
+  // releases the Q tile (q_empty; at once when we have no block).
+  const int first_own = static_cast<int>((seq & 1) != static_cast<uint32_t>(w));
+  MbarWait(at.bars.QFull(), item & 1);
+  if (first_own >= nblk) MbarArrive(at.bars.QEmpty());
+  if (first_own == 0 && nblk > 0) {
+    IssueScores<kFp8>(at.bars, at.base, w, seq, s);
+    WgmmaWait<0>();
+    PinAccumulators(s);
+    if (nblk <= 2) MbarArrive(at.bars.QEmpty());
+  }
+#pragma unroll 1
+  for (int i = 0; i < nblk; ++i) {
+    const uint32_t n = seq + i;
+    const int slot = static_cast<int>(n & 1);
+    const bool own = WarpUniform(slot == w);
+    if (own) {
+      Softmax(at, s, m, l, vend, i, n, scale_log2);
+      NamedBarrierSync(2 + w, kSm90WgThreads);  // all of P and the factors written
+    } else {
+      MbarWait(at.bars.ScoreStats(n), (n >> 1) & 1);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = at.r0 + 8 * h;
+        m[h] = LoadSharedF32(at.base + L::kRowM + 4 * row);
+        l[h] *= LoadSharedF32(at.base + L::kPvAlpha + 4 * ((n & 1) * L::kRows + row));
+      }
+      // Our half of V landed (the owner waited for it; our own wait orders our ldmatrix reads).
+#pragma unroll
+      for (int c = 0; c < 4; ++c) MbarWait(at.bars.Full(slot, 4 * w + c), (n >> 1) & 1);
+    }
+    RescaleO(at, o, n);
+    const bool next_s = WarpUniform(!own && i + 1 < nblk);
+    PvT<!kFp8>(at.base + L::kKv + slot * L::kTile, w, at.wtid, o, next_s,
+               [&] { IssueScores<kFp8>(at.bars, at.base, w, n + 1, s); });
+    MbarArrive(at.bars.Empty(slot, w));
+    if (next_s) {
+      WgmmaWait<0>();
+      PinAccumulators(s);
+      if (i + 3 >= nblk) MbarArrive(at.bars.QEmpty());  // our last S of the item
+    }
+  }
+  // bf16 V widened to f16: a value f16 cannot hold turns every O^T element it meets non-finite
+  // (P x inf, or 0 x inf = NaN, in the rows of its dim); only then is the item's V read again
+  // to tell that from inf / NaN inputs (ReportF16Range).
+  if (!kFp8) {
+    bool finite = true;
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+#pragma unroll
+      for (int i = 0; i < 32; ++i) finite = finite && IsFinite(o[t][i]);
+    }
+    if (__ballot64(!finite) != 0) {
+      const ItemRows rows{static_cast<const uint16_t*>(p.kv_cache),
+                          p.kv_indices,
+                          p.status,
+                          it.kv_base,
+                          it.begin,
+                          it.e_lim,
+                          static_cast<int32_t>(p.num_pages),
+                          p.page_size,
+                          it.log2_page};
+      ReportF16Range(rows, at.lane);
+    }
+  }
+
+  // Epilogue: the row sums of both consumers (each relative to the final running max) by an
+  // mbarrier (use k of buffer item % 2 completes phase k; it also orders the other's reads of
+  // item - 2 before these writes), then each stores its 256 dims of O (bf16 or, with o_fp32,
+  // fp32 final O; fp32 partial O) and consumer 0 the LSE.
+  const uint32_t row_l = at.base + L::kRowL + 4 * (item & 1) * 2 * L::kRows;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float lq = QuadSum(l[h]);
+    if (at.quad == 0) StoreSharedF32(row_l + 4 * (w * L::kRows + at.r0 + 8 * h), lq);
+  }
+  MbarArrive(at.bars.RowLFull(item));
+  MbarWait(at.bars.RowLFull(item), (item >> 1) & 1);
+  auto row_sum = [&](int row) {
+    return LoadSharedF32(row_l + 4 * row) + LoadSharedF32(row_l + 4 * (L::kRows + row));
+  };
+  if (w == 0 && at.quad == 0) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = at.r0 + 8 * h;
+      if (row < it.rows) WriteLse(p, it, row, RowLse(m[h], row_sum(row)));
+    }
+  }
+  float inv[16];
+#pragma unroll
+  for (int k = 0; k < 16; ++k) {
+    const float lt = row_sum(QRowOf(4 * (k >> 1) + (k & 1), at.quad));
+    inv[k] = lt > 0.0f ? p.kv_scale / lt : 0.0f;
+  }
+  const int d0 = 256 * w + 16 * at.warp + (at.lane >> 2);  // dims d0 + 64 t and + 8
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const int row = QRowOf(i, at.quad);
+    if (row >= it.rows) continue;
+    const float scale = inv[2 * (i >> 2) + (i & 1)];
+    const int d = d0 + 8 * ((i >> 1) & 1);
+    if (it.partial < 0 && p.o_fp32 != nullptr) {  // fp32 final O (CP ranks)
+      float* dst = p.o_fp32 + FinalRow(p, it, row) * kDimV + d;
+#pragma unroll
+      for (int t = 0; t < 4; ++t) dst[64 * t] = o[t][i] * scale;
+    } else if (it.partial < 0) {
+      uint16_t* dst = p.o + FinalRow(p, it, row) * kDimV + d;
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        dst[64 * t] = static_cast<uint16_t>(PackBf16x2(o[t][i] * scale, 0.0f) & 0xffffu);
+      }
+    } else {
+      float* dst = p.partial_o + PartialRow(it, row) * kDimV + d;
+#pragma unroll
+      for (int t = 0; t < 4; ++t) dst[64 * t] = o[t][i] * scale;
+    }
+  }
+  return nblk;
+}
+
+// One block of the kernel: the mbarriers, then each warpgroup's item walk (file comment); both
+// consumers run one instance of their code (half the hot code for the instruction caches).
+template <bool kFp8>
+__device__ __forceinline__ void RunF16PvBlock(const MlaDecodeParams& p, const TmaMap* kv_map) {
+  mlapsTriggerDependents();  // the reduce may launch (it waits for this grid: LaunchMlaReduce)
+  uint8_t* smem = DynamicSmem();
+  smem += (SmemSm90::kAlign - (SmemAddr(smem) & (SmemSm90::kAlign - 1))) & (SmemSm90::kAlign - 1);
+  if (threadIdx.x == 0) {
+    const uint32_t bars = SmemAddr(smem) + SmemSm90::kBars;
+    for (int b = 0; b < SmemSm90::kNumBars; ++b) MbarInit(bars + 8 * b, F16PvArrivals(b));
+  }
+  __syncthreads();
+  uint32_t seq = 0, item = 0;
+  const int wg = WarpUniform(static_cast<int>(threadIdx.x) / kSm90WgThreads);
+  if (wg == kF16PvProducer) {
+    SetMaxRegsDec<kSm90ProducerRegs>();
+    WalkItems</*kRecord=*/false>(p, SmemSm90::kRows, [&](const Item& it, int cu) {
+      seq += RunProducerSm90<kFp8, /*kWiden=*/kFp8, SmemSm90::kRows, /*kTma=*/true>(
+          p, it, smem, cu, seq, item, kv_map);
+      ++item;
+    });
+  } else {
+    SetMaxRegsInc<kSm90ConsumerRegs>();
+    WalkItems(
+        p, SmemSm90::kRows,
+        [&](const Item& it, int) {
+          seq += RunConsumer<kFp8>(p, it, smem, seq, item, wg);
+          ++item;
+        },
+        2 * kSm90WgThreads);
+  }
+}
+
+#endif  // __CUDA_ARCH__ || MLAPS_HOST_EMULATION
+
+#if defined(__CUDACC__)
+#define MLAPS_GRID_CONSTANT __grid_constant__
+#else
+#define MLAPS_GRID_CONSTANT
+#endif
+
+// The 64-row sm90 decode kernel with f16 P V from registers (bf16, or fp8 e4m3fn widened to f16
+// by the producer); kv_map: the kv cache's TMA map (TmaMap; the launch encodes it). Its body
+// exists in the NVIDIA device pass and the CPU emulation only.
+template <bool kFp8>
+__global__ void __launch_bounds__(kF16PvThreads, 1)
+    MlaDecodeSm90F16PvKernel(const MlaDecodeParams p, const MLAPS_GRID_CONSTANT TmaMap kv_map) {
+#if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
+  RunF16PvBlock<kFp8>(p, &kv_map);
+#endif
+}
+
+}  // namespace sm90_f16pv
+}  // namespace mla
+}  // namespace mlaps
+
+#undef MLAPS_GRID_CONSTANT
+
+#endif  // MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_F16PV_H_

@@ -369,9 +369,10 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
     const RowSources<kFp8> src =
         tma_row < 0 ? KvRows<kFp8>(p, it, t, ctid, cu) : RowSources<kFp8>{};
     uint8_t* tile = smem + L::kKv + slot * L::kTile;
-    // The L2 fill, kSm90PrefetchAhead blocks ahead (not with TMA: the bf16 narrow kernel read
-    // ~45% more from DRAM with it, notes.md).
-    if (!kTma && t + kSm90PrefetchAhead < nblk) {
+    // The L2 fill, kSm90PrefetchAhead blocks ahead, of blocks that cp.async will copy (not of
+    // TMA blocks: the bf16 narrow kernel read ~45% more from DRAM with it, notes.md).
+    if (t + kSm90PrefetchAhead < nblk &&
+        (!kTma || WarpUniform(TmaRowOf(p, it, t + kSm90PrefetchAhead)) < 0)) {
       PrefetchKvBlock<kFp8>(p, it, t + kSm90PrefetchAhead, ctid);
     }
     // Positions 0-3 once their consumer freed them, then 4-8 (chunk 8 needs both); a chunk's

@@ -54,7 +54,7 @@ __device__ __forceinline__ void IssueScoresChunk(uint32_t q, uint32_t kv, int c,
   const uint64_t b0 = MatrixDesc(kv + c * SmemSm90::kChunk, 16, 1024, kSwizzle128B);
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
-    MLAPS_SM90_S_MMA(WgmmaM64N64K16F16(s, a0 + ((kk * 32) >> 4), b0 + ((kk * 32) >> 4), 1));
+    MLAPS_SM90_S_MMA(WgmmaM64N64K16<false>(s, a0 + ((kk * 32) >> 4), b0 + ((kk * 32) >> 4), 1));
   }
 }
 
@@ -94,10 +94,10 @@ __device__ __forceinline__ void IssueScores(const Sm90Bars& bars, uint32_t base,
       const uint64_t a0 =
           MatrixDesc(base + SmemSm90::kQ + c * SmemSm90::kChunk, 16, 1024, kSwizzle128B);
       const uint64_t b0 = MatrixDesc(kv + c * SmemSm90::kChunk, 16, 1024, kSwizzle128B);
-      MLAPS_SM90_S_MMA(WgmmaM64N64K16F16(s, a0, b0, 0));
+      MLAPS_SM90_S_MMA(WgmmaM64N64K16<false>(s, a0, b0, 0));
 #pragma unroll
       for (int kk = 1; kk < 4; ++kk) {
-        MLAPS_SM90_S_MMA(WgmmaM64N64K16F16(s, a0 + ((kk * 32) >> 4), b0 + ((kk * 32) >> 4), 1));
+        MLAPS_SM90_S_MMA(WgmmaM64N64K16<false>(s, a0 + ((kk * 32) >> 4), b0 + ((kk * 32) >> 4), 1));
       }
     } else {
       IssueScoresChunk(base + SmemSm90::kQ, kv, c, s);

@@ -108,11 +108,7 @@ __device__ __forceinline__ void IssueScores(const Sm90Bars& bars, uint32_t base,
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       const uint32_t step = (kk * 32) >> 4;
-      if (kF16Tiles) {
-        WgmmaM64N64K16F16(s, a0 + step, b0 + step, pos + kk > 0);
-      } else {
-        WgmmaM64N64K16Bf16(s, a0 + step, b0 + step, pos + kk > 0);
-      }
+      WgmmaM64N64K16<!kF16Tiles>(s, a0 + step, b0 + step, pos + kk > 0);
     }
   }
   WgmmaCommit();
@@ -484,12 +480,6 @@ __device__ __forceinline__ void RunF16PvBlock(const MlaDecodeParams& p, const Tm
 
 #endif  // __CUDA_ARCH__ || MLAPS_HOST_EMULATION
 
-#if defined(__CUDACC__)
-#define MLAPS_GRID_CONSTANT __grid_constant__
-#else
-#define MLAPS_GRID_CONSTANT
-#endif
-
 // The 64-row sm90 decode kernel with f16 P V from registers (bf16, or fp8 e4m3fn widened to f16
 // by the producer); kv_map: the kv cache's TMA map (TmaMap; the launch encodes it). Its body
 // exists in the NVIDIA device pass and the CPU emulation only.
@@ -504,7 +494,5 @@ __global__ void __launch_bounds__(kF16PvThreads, 1)
 }  // namespace sm90_f16pv
 }  // namespace mla
 }  // namespace mlaps
-
-#undef MLAPS_GRID_CONSTANT
 
 #endif  // MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_F16PV_H_

@@ -376,12 +376,6 @@ __device__ int RunConsumerNarrow(const MlaDecodeParams& p, const Item& it, uint8
 
 #endif  // __CUDA_ARCH__ || MLAPS_HOST_EMULATION
 
-#if defined(__CUDACC__)
-#define MLAPS_GRID_CONSTANT __grid_constant__
-#else
-#define MLAPS_GRID_CONSTANT
-#endif
-
 // The narrow-tile sm90 decode kernel (bf16 or fp8 e4m3fn); kv_map: the kv cache's TMA map
 // (TmaMap; the launch encodes it). Its body exists in the NVIDIA device pass and the CPU
 // emulation only.
@@ -399,7 +393,5 @@ __global__ void __launch_bounds__(kSm90Threads, 1)
 }  // namespace sm90_narrow
 }  // namespace mla
 }  // namespace mlaps
-
-#undef MLAPS_GRID_CONSTANT
 
 #endif  // MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_NARROW_H_

@@ -80,6 +80,12 @@ static_assert(SmemSm90::kKv % 1024 == 0 && SmemSm90::kTile % 1024 == 0 &&
 struct alignas(64) TmaMap {
   uint64_t words[16];
 };
+// A kernel parameter read in place from the parameter space (TmaMap arguments).
+#if defined(__CUDACC__)
+#define MLAPS_GRID_CONSTANT __grid_constant__
+#else
+#define MLAPS_GRID_CONSTANT
+#endif
 
 constexpr int kSm90Threads = 384;  // warpgroups 0, 1: consumers; 2: producer
 constexpr int kSm90WgThreads = 128;

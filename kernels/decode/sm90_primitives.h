@@ -100,20 +100,16 @@ __device__ __forceinline__ void WgmmaM64N256K16TransB(float (&d)[128], uint64_t 
                                                       uint64_t desc_b, int accumulate) {
   mlaps_emu::Wgmma(d, 256, desc_a, desc_b, /*trans_b=*/true, accumulate != 0);
 }
-__device__ __forceinline__ void WgmmaM64N64K16F16(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
-                                                  int accumulate) {
+template <bool kBf16>
+__device__ __forceinline__ void WgmmaM64N64K16(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
+                                               int accumulate) {
   mlaps_emu::Wgmma(d, 64, desc_a, desc_b, /*trans_b=*/false, accumulate != 0,
-                   mlaps_emu::WgmmaType::kF16);
+                   kBf16 ? mlaps_emu::WgmmaType::kBf16 : mlaps_emu::WgmmaType::kF16);
 }
 __device__ __forceinline__ void WgmmaM64N64K32E4m3(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
                                                    int accumulate) {
   mlaps_emu::Wgmma(d, 64, desc_a, desc_b, /*trans_b=*/false, accumulate != 0,
                    mlaps_emu::WgmmaType::kE4m3);
-}
-__device__ __forceinline__ void WgmmaM64N64K16Bf16(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
-                                                   int accumulate) {
-  mlaps_emu::Wgmma(d, 64, desc_a, desc_b, /*trans_b=*/false, accumulate != 0,
-                   mlaps_emu::WgmmaType::kBf16);
 }
 __device__ __forceinline__ void WgmmaM64N64K16F16RegA(float (&d)[32], const uint32_t (&a)[4],
                                                       uint64_t desc_b, int accumulate) {
@@ -332,23 +328,33 @@ __device__ __forceinline__ void WgmmaM64N256K16TransB(float (&d)[128], uint64_t 
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
-// d (m64n64, fp32) = A B (+ d) with A = 64 x 16 and B = 16 x 64 f16 from shared memory, both
-// K-major.
-__device__ __forceinline__ void WgmmaM64N64K16F16(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
-                                                  int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-      "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+// d (m64n64, fp32) = A B (+ d) with A = 64 x 16 and B = 16 x 64 bf16 (kBf16) or f16 from shared
+// memory, both K-major.
+#define MLAPS_WGMMA_M64N64K16(type)                                                                \
+  asm volatile(                                                                                    \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                 \
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32." type "." type                                  \
+      " {"                                                                                         \
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                     \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"             \
+      "}, %32, %33, p, 1, 1, 0, 0;\n}\n"                                                           \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),        \
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),    \
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                                         \
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate))
+template <bool kBf16>
+__device__ __forceinline__ void WgmmaM64N64K16(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
+                                               int accumulate) {
+  if constexpr (kBf16) {
+    MLAPS_WGMMA_M64N64K16("bf16");
+  } else {
+    MLAPS_WGMMA_M64N64K16("f16");
+  }
 }
+#undef MLAPS_WGMMA_M64N64K16
+
 // D (+)= A B over 32 e4m3 values of K (QGMMA): A 64 x 32 and B 32 x 64, both K-major in shared
 // memory (fp8 wgmma reads no MN-major operand); products exact, but the H200 accumulates with
 // less than fp32 precision (an S over 576 dims in one accumulator missed the LSE gate by 4x;
@@ -361,24 +367,6 @@ __device__ __forceinline__ void WgmmaM64N64K32E4m3(float (&d)[32], uint64_t desc
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
       "}, %32, %33, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}
-
-// d (m64n64, fp32) = A B (+ d) with A = 64 x 16 and B = 16 x 64 bf16 from shared memory, both
-// K-major.
-__device__ __forceinline__ void WgmmaM64N64K16Bf16(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
-                                                   int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-      "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
         "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
         "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),

@@ -31,7 +31,7 @@
 // serialized wgmmas: 512 threads leave 128 registers a thread at entry, and ptxas reports
 // C7512, "insufficient register resources", whatever the setmaxnreg split; notes.md.)
 //
-// Handoffs beyond the producer's (this kernel's arrival counts: F16PvArrivals):
+// Handoffs beyond the producer's:
 //   score_stats[n % 2]  owner of block n -> the other consumer: P(n), the row max after it and
 //                       its rescale factors published;
 //   q_empty             both consumers, once their last S of the item retired;
@@ -50,24 +50,13 @@ namespace mlaps {
 namespace mla {
 namespace sm90_f16pv {
 
-// Warpgroups of a block: 0 and 1 consumers, 2 the producer (mla_decode_sm90_producer.h), with
-// the f16-tile kernel's registers (kSm90ConsumerRegs, kSm90ProducerRegs).
+// Warpgroups of a block: 0 and 1 consumers, 2 the producer, run by the shared block routine
+// (RunSm90Block, mla_decode_sm90_producer.h) with its registers and mbarrier counts.
 constexpr int kF16PvThreads = kSm90Threads;
-constexpr int kF16PvProducer = 2;
 
 #if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
 
 using L = SmemSm90;
-
-// The arrival count of mbarrier b of the layout in this kernel: the producer's as in every sm90
-// kernel (copy threads land, converters publish), empty[slot][w] and score_stats one
-// consumer's, q_empty and row_l_full both consumers'.
-__device__ __forceinline__ int F16PvArrivals(int b) {
-  return (b >= L::kLanded && b < L::kEmpty) || b == L::kQLanded         ? kSm90CopyThreads
-         : b < L::kLanded || b == L::kQFull                             ? kSm90ConvertThreads
-         : b == L::kQEmpty || (b >= L::kRowLFull && b < L::kScoreStats) ? 2 * kSm90WgThreads
-                                                                        : kSm90WgThreads;
-}
 
 // ---- Layouts -------------------------------------------------------------------------------
 
@@ -75,15 +64,9 @@ __device__ __forceinline__ int F16PvArrivals(int b) {
 // quad = l % 4): element i sits at M index 16 w + l / 4 + 8 ((i >> 1) & 1) and N index
 // 8 (i >> 2) + 2 quad + (i & 1).
 //   S (M = q rows, N = tokens): a thread holds rows r0 = 16 w + l / 4 and r0 + 8.
-//   O^T tile m (M = dims 64 (4 kW + m) .., N = q rows): a thread holds the 16 q rows
+//   O^T tile m (M = dims 64 (4 w + m) .., N = q rows): a thread holds the 16 q rows
 //   QRowOf(i, quad), the same in every tile.
 __device__ __forceinline__ int QRowOf(int i, int quad) { return 8 * (i >> 2) + 2 * quad + (i & 1); }
-
-// P (q row, token) in the slot's rope chunk at `p_tile`: K-major for P^T as the B operand of
-// P V (q rows the N dimension, 128-byte rows of 64 tokens), swizzled like a Q chunk.
-__device__ __forceinline__ uint32_t PAt(uint32_t p_tile, int row, int token) {
-  return p_tile + row * 128 + (((token >> 3) ^ (row & 7)) << 4) + 2 * (token & 7);
-}
 
 // ---- Tile math -------------------------------------------------------------------------------
 
@@ -445,39 +428,6 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
   return nblk;
 }
 
-// One block of the kernel: the mbarriers, then each warpgroup's item walk (file comment); both
-// consumers run one instance of their code (half the hot code for the instruction caches).
-template <bool kFp8>
-__device__ __forceinline__ void RunF16PvBlock(const MlaDecodeParams& p, const TmaMap* kv_map) {
-  mlapsTriggerDependents();  // the reduce may launch (it waits for this grid: LaunchMlaReduce)
-  uint8_t* smem = DynamicSmem();
-  smem += (SmemSm90::kAlign - (SmemAddr(smem) & (SmemSm90::kAlign - 1))) & (SmemSm90::kAlign - 1);
-  if (threadIdx.x == 0) {
-    const uint32_t bars = SmemAddr(smem) + SmemSm90::kBars;
-    for (int b = 0; b < SmemSm90::kNumBars; ++b) MbarInit(bars + 8 * b, F16PvArrivals(b));
-  }
-  __syncthreads();
-  uint32_t seq = 0, item = 0;
-  const int wg = WarpUniform(static_cast<int>(threadIdx.x) / kSm90WgThreads);
-  if (wg == kF16PvProducer) {
-    SetMaxRegsDec<kSm90ProducerRegs>();
-    WalkItems</*kRecord=*/false>(p, SmemSm90::kRows, [&](const Item& it, int cu) {
-      seq += RunProducerSm90<kFp8, /*kWiden=*/kFp8, SmemSm90::kRows, /*kTma=*/true>(
-          p, it, smem, cu, seq, item, kv_map);
-      ++item;
-    });
-  } else {
-    SetMaxRegsInc<kSm90ConsumerRegs>();
-    WalkItems(
-        p, SmemSm90::kRows,
-        [&](const Item& it, int) {
-          seq += RunConsumer<kFp8>(p, it, smem, seq, item, wg);
-          ++item;
-        },
-        2 * kSm90WgThreads);
-  }
-}
-
 #endif  // __CUDA_ARCH__ || MLAPS_HOST_EMULATION
 
 // The 64-row sm90 decode kernel with f16 P V from registers (bf16, or fp8 e4m3fn widened to f16
@@ -487,7 +437,12 @@ template <bool kFp8>
 __global__ void __launch_bounds__(kF16PvThreads, 1)
     MlaDecodeSm90F16PvKernel(const MlaDecodeParams p, const MLAPS_GRID_CONSTANT TmaMap kv_map) {
 #if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
-  RunF16PvBlock<kFp8>(p, &kv_map);
+  // Both consumers run one instance of their code (half the hot code for the instruction
+  // caches: two instances missed them, notes.md).
+  RunSm90Block<kFp8, /*kWiden=*/kFp8, SmemSm90::kRows, /*kTma=*/true, /*kOneConsumerCode=*/true>(
+      p, &kv_map, [&](int w, const Item& it, uint8_t* smem, uint32_t seq, uint32_t item) {
+        return RunConsumer<kFp8>(p, it, smem, seq, item, w);
+      });
 #endif
 }
 

@@ -76,11 +76,6 @@ __device__ __forceinline__ uint32_t PartialSAt(uint32_t base, int w, int e, int 
   return ScratchRow(base, kScratchS + word / 256) + 4 * (word % 256);
 }
 
-// P^T element (q row r, token t) in the rope chunk at `p_tile`: K-major, 128-byte swizzle.
-__device__ __forceinline__ uint32_t PAt(uint32_t p_tile, int r, int t) {
-  return p_tile + r * 128 + (((t >> 3) ^ (r & 7)) << 4) + 2 * (t & 7);
-}
-
 // The mbarriers of the layout this kernel uses for its consumers' handoffs, once a block each
 // (count 256: both consumers): both partial S^T written; all of P^T written.
 __device__ __forceinline__ uint32_t SExchanged(const Sm90Bars& bars) { return bars.RowLFull(0); }

@@ -220,6 +220,13 @@ __device__ __forceinline__ uint32_t ChunkUnit(int row, int unit) {
   return row * 128 + ((unit ^ (row & 7)) << 4);
 }
 
+// Element (row, token) of a P tile stored as 64-token K-major rows in a slot's rope chunk at
+// `p_tile` (dead once S is done), 128-byte swizzled like a Q chunk: the B operand P^T of the
+// transposed P V (narrow and f16 P V kernels).
+__device__ __forceinline__ uint32_t PAt(uint32_t p_tile, int row, int token) {
+  return p_tile + row * 128 + (((token >> 3) ^ (row & 7)) << 4) + 2 * (token & 7);
+}
+
 // Copy thread `ctid`'s cp.async of the chunks at positions [pos0, pos1) (ChunkAt(slot, .)) of a
 // tile at `tile` from `src` rows of `rows`: bf16 units to their swizzled place, e4m3 units to
 // the chunk's staging half; the tile's first kRows rows only. Row by row, so one source address
@@ -467,8 +474,11 @@ __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
 // around the producer (RunProducerSm90: TMA loads from `kv_map` with kTma, compiled out
 // without; Q's first kMaxRows rows, the most an item of these tiles has) and the consumer routine
 // `run_consumer(std::integral_constant<int, w>, item, smem, seq, items_before)` (returns the
-// item's kv blocks).
-template <bool kFp8, bool kWiden, int kMaxRows, bool kTma, class RunConsumer>
+// item's kv blocks), one instance a consumer; with kOneConsumerCode one instance for both,
+// `run_consumer(w, ...)` with the warpgroup's index as a warp-uniform int (half the hot code
+// for the instruction caches).
+template <bool kFp8, bool kWiden, int kMaxRows, bool kTma, bool kOneConsumerCode = false,
+          class RunConsumer>
 __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const TmaMap* kv_map,
                                              RunConsumer&& run_consumer) {
   mlapsTriggerDependents();  // the reduce may launch (it waits for this grid: LaunchMlaReduce)
@@ -477,15 +487,16 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
   if (threadIdx.x == 0) {
     const uint32_t bars = SmemAddr(smem) + SmemSm90::kBars;
     // landed, q_landed: the copy threads' cp.async arrivals; full, q_full: the converters;
-    // empty, stats: one consumer; q_empty, row_l_full: both.
+    // empty, stats, score_stats: one consumer; q_empty, row_l_full: both.
     for (int b = 0; b < SmemSm90::kNumBars; ++b) {
       const bool copy = (b >= SmemSm90::kLanded && b < SmemSm90::kEmpty) || b == SmemSm90::kQLanded;
       const bool convert = b < SmemSm90::kLanded || b == SmemSm90::kQFull;
-      MbarInit(bars + 8 * b, copy      ? kSm90CopyThreads
-                             : convert ? kSm90ConvertThreads
-                             : b == SmemSm90::kQEmpty || b >= SmemSm90::kRowLFull
-                                 ? 2 * kSm90WgThreads
-                                 : kSm90WgThreads);
+      MbarInit(bars + 8 * b,
+               copy      ? kSm90CopyThreads
+               : convert ? kSm90ConvertThreads
+               : b == SmemSm90::kQEmpty || (b >= SmemSm90::kRowLFull && b < SmemSm90::kScoreStats)
+                   ? 2 * kSm90WgThreads
+                   : kSm90WgThreads);
     }
   }
   MLAPS_SM90_TIMES_BEGIN();
@@ -508,7 +519,15 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
     SetMaxRegsInc<kSm90ConsumerRegs>();
 #endif
     MLAPS_SM90_MARK(8, 0);
-    if (wg == 0) {
+    if constexpr (kOneConsumerCode) {
+      WalkItems(
+          p, kMaxRows,
+          [&](const Item& it, int) {
+            seq += run_consumer(wg, it, smem, seq, item);
+            ++item;
+          },
+          2 * kSm90WgThreads);
+    } else if (wg == 0) {
       WalkItems(
           p, kMaxRows,
           [&](const Item& it, int) {

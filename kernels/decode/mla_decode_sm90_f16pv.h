@@ -24,8 +24,10 @@
 //                and O^T += V^T P^T: four dims tiles of 64 (chunks 4 w .. 4 w + 3 of the slot) x 4
 //                k steps of 16 tokens, wgmma m64n64k16 with V^T from registers and P^T (K-major,
 //                the rope chunk) from shared memory; the slot's half is freed when it retired.
-//                After the other's block the S of the consumer's next block is issued behind
-//                that P V, so the two overlap on the tensor cores;
+//                The S of the consumer's next block (it follows the other's) is issued before
+//                it waits for the other's statistics, so that S runs during the other's
+//                softmax (bf16), or behind its P V of the other's block (fp8, whose blocks wait
+//                for the producer's widening);
 //   producer     (warpgroup 2) Q and the kv blocks (mla_decode_sm90_producer.h).
 // (A fourth warpgroup that runs every S and softmax while two others run P V compiles to
 // serialized wgmmas: 512 threads leave 128 registers a thread at entry, and ptxas reports
@@ -91,7 +93,7 @@ __device__ __forceinline__ void IssueScores(const Sm90Bars& bars, uint32_t base,
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       const uint32_t step = (kk * 32) >> 4;
-      WgmmaM64N64K16<!kF16Tiles>(s, a0 + step, b0 + step, pos + kk > 0);
+      MLAPS_SM90_S_MMA(WgmmaM64N64K16<!kF16Tiles>(s, a0 + step, b0 + step, pos + kk > 0));
     }
   }
   WgmmaCommit();
@@ -130,7 +132,7 @@ __device__ __forceinline__ void PvT(uint32_t kv, int w, int wtid, float (&o)[4][
     WgmmaFence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      WgmmaM64N64K16F16RegA(o[m], a[m & 1][kk], p0 + ((kk * 32) >> 4), 1);
+      MLAPS_SM90_PV_MMA(WgmmaM64N64K16F16RegA(o[m], a[m & 1][kk], p0 + ((kk * 32) >> 4), 1));
     }
     WgmmaCommit();
   }
@@ -290,6 +292,11 @@ __device__ __forceinline__ void RescaleO(const F16PvPlace& at, float (&o)[4][32]
 template <bool kFp8>
 __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* smem, uint32_t seq,
                            uint32_t item, int w) {
+  // bf16 blocks land by TMA as they are: the S of our next block goes out before we wait for
+  // the other's statistics (3-6% faster on the long 64-row shapes). fp8 blocks wait for the
+  // producer's widening, and an S issued that early stalls on it (6% slower): there it goes
+  // behind our P V of the other's block (notes.md, session 13).
+  constexpr bool kEarlyScores = !kFp8;
   const F16PvPlace at = PlaceOf(smem);
   const int nblk = BlocksOf(it);
   const float scale_log2 = p.sm_scale * p.q_scale * p.kv_scale * kLog2e;
@@ -324,27 +331,43 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
     const uint32_t n = seq + i;
     const int slot = static_cast<int>(n & 1);
     const bool own = WarpUniform(slot == w);
+    const bool next_s = WarpUniform(!own && i + 1 < nblk);  // our block follows the other's
     if (own) {
       Softmax(at, s, m, l, vend, i, n, scale_log2);
       NamedBarrierSync(2 + w, kSm90WgThreads);  // all of P and the factors written
     } else {
-      MbarWait(at.bars.ScoreStats(n), (n >> 1) & 1);
+      // The other's statistics of n, and our half of V (the owner waited for it; our own wait
+      // orders our ldmatrix reads).
+      auto take_stats = [&] {
+        MbarWait(at.bars.ScoreStats(n), (n >> 1) & 1);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = at.r0 + 8 * h;
-        m[h] = LoadSharedF32(at.base + L::kRowM + 4 * row);
-        l[h] *= LoadSharedF32(at.base + L::kPvAlpha + 4 * ((n & 1) * L::kRows + row));
+        for (int h = 0; h < 2; ++h) {
+          const int row = at.r0 + 8 * h;
+          m[h] = LoadSharedF32(at.base + L::kRowM + 4 * row);
+          l[h] *= LoadSharedF32(at.base + L::kPvAlpha + 4 * ((n & 1) * L::kRows + row));
+        }
+#pragma unroll
+        for (int c = 0; c < 4; ++c) MbarWait(at.bars.Full(slot, 4 * w + c), (n >> 1) & 1);
+      };
+      if (kEarlyScores && next_s) {
+        // Issued before the wait, our S runs on the tensor cores during the other's softmax;
+        // retired in the same branch, before O is rescaled (a wgmma in flight while O is
+        // rewritten makes ptxas serialize every wgmma, C7515).
+        IssueScores<kFp8>(at.bars, at.base, w, n + 1, s);
+        take_stats();
+        WgmmaWait<0>();
+        PinAccumulators(s);
+        if (i + 3 >= nblk) MbarArrive(at.bars.QEmpty());  // our last S of the item
+      } else {
+        take_stats();
       }
-      // Our half of V landed (the owner waited for it; our own wait orders our ldmatrix reads).
-#pragma unroll
-      for (int c = 0; c < 4; ++c) MbarWait(at.bars.Full(slot, 4 * w + c), (n >> 1) & 1);
     }
     RescaleO(at, o, n);
-    const bool next_s = WarpUniform(!own && i + 1 < nblk);
-    PvT<!kFp8>(at.base + L::kKv + slot * L::kTile, w, at.wtid, o, next_s,
+    const bool late_s = WarpUniform(!kEarlyScores && next_s);
+    PvT<!kFp8>(at.base + L::kKv + slot * L::kTile, w, at.wtid, o, late_s,
                [&] { IssueScores<kFp8>(at.bars, at.base, w, n + 1, s); });
     MbarArrive(at.bars.Empty(slot, w));
-    if (next_s) {
+    if (late_s) {
       WgmmaWait<0>();
       PinAccumulators(s);
       if (i + 3 >= nblk) MbarArrive(at.bars.QEmpty());  // our last S of the item

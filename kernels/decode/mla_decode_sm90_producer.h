@@ -403,6 +403,10 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
         CopyChunks<kFp8>(kv_rows, src, slot, pos, pos + 1, ctid, tile);
         CpAsyncArrive(bars.Landed(slot, c));
       } else if (ctid == 0) {
+#if defined(MLAPS_SM90_PROBE_SKIP_COPY)
+        MbarArrive(bars.Landed(slot, c));  // probe variants only: no kv data moves
+        continue;
+#endif
         constexpr uint32_t kBytes = 64 * 64 * ChunkMap<kFp8>::kElem;
         MbarArriveExpectTx(bars.Landed(slot, c), kBytes);
         TmaLoad2D(SmemAddr(tile) + c * L::kChunk + ChunkMap<kFp8>::kStaging, kv_map, 64 * c,

@@ -28,9 +28,11 @@ namespace mla {
 #endif
 // Probe-only variants that time the kernel with parts of it removed (wrong results; the probe
 // binary only, kernels/decode/BUILD.bazel): MLAPS_SM90_PROBE_QUIET (no marks or timers),
-// ..._SKIP_CONVERT (landed chunks published unconverted), ..._SKIP_COPY (no Q or kv copies),
-// ..._SKIP_S / ..._SKIP_PV (those wgmmas not issued); MLAPS_SM90_PROBE_NO_MARKS keeps the wait
-// timers only.
+// ..._SKIP_CONVERT (landed chunks published unconverted), ..._SKIP_COPY (no Q or kv copies,
+// TMA loads included), ..._SKIP_S / ..._SKIP_PV (those wgmmas not issued);
+// MLAPS_SM90_PROBE_NO_MARKS keeps the wait timers only. The f16 P V kernel
+// (mla_decode_sm90_f16pv.h) has the S / P V and copy hooks too: a bench built with them in the
+// `mla_decode` library's copts times it the same way (notes.md, session 13).
 #if defined(MLAPS_SM90_PROGRESS)
 __device__ unsigned long long* g_sm90_progress = nullptr;
 __device__ unsigned long long* g_sm90_times = nullptr;

@@ -142,31 +142,9 @@ struct ConsumerSteps {
       const int d = st.vend[h] - i * L::kTokens;
       lim[h] = d < 0 ? 0 : d > L::kTokens ? L::kTokens : d;
     }
-    float mx[2] = {NegInf(), NegInf()};
-    // No mask when every row of the warp sees the whole block (all but an item's last blocks).
-    if (__ballot64(lim[0] < L::kTokens || lim[1] < L::kTokens) == 0) {
-#pragma unroll
-      for (int e = 0; e < 32; ++e) {
-        st.s[e] *= scale_log2;
-        mx[(e >> 1) & 1] = MaxF(mx[(e >> 1) & 1], st.s[e]);
-      }
-    } else {
-#pragma unroll
-      for (int e = 0; e < 32; ++e) {
-        const int h = (e >> 1) & 1;
-        st.s[e] = 8 * (e >> 2) + 2 * quad + (e & 1) < lim[h] ? st.s[e] * scale_log2 : NegInf();
-        mx[h] = MaxF(mx[h], st.s[e]);
-      }
-    }
-    float m_use[2], alpha[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float m_new = MaxF(st.m[h], QuadMax(mx[h]));
-      m_use[h] = m_new == NegInf() ? 0.0f : m_new;  // a row that saw nothing keeps P = 0
-      alpha[h] = exp2f(st.m[h] - m_use[h]);
-      st.m[h] = m_new;
-      st.l[h] *= alpha[h];
-    }
+    float mx[2], m_use[2], alpha[2];
+    MaskScaleRowMax(st.s, lim, quad, scale_log2, mx);
+    StepRunningMax(mx, st.m, st.l, m_use, alpha);
     // P (fp32 -> f16) into the slot's rope chunk (dead once S is done), K-major and swizzled
     // like a Q chunk: token 8 j + 2 quad of row r is unit j ^ (r % 8), byte 4 quad.
     const uint32_t p_tile = base + L::kKv + kW * L::kTile + 8 * L::kChunk;

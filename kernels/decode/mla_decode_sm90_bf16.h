@@ -244,31 +244,9 @@ __device__ inline void RunItemSm90(const MlaDecodeParams& p, const Item& it, uin
         const int64_t d = vend[h] - j_blk;
         lim[h] = d < 0 ? 0 : d > L::kTokens ? L::kTokens : static_cast<int>(d);
       }
-      float mx[2] = {NegInf(), NegInf()};
-      // No mask when every row of the warp sees the whole block (all but an item's last ones).
-      if (__ballot64(lim[0] < L::kTokens || lim[1] < L::kTokens) == 0) {
-#pragma unroll
-        for (int e = 0; e < 16; ++e) {
-          s[e] *= scale_log2;
-          mx[(e >> 1) & 1] = MaxF(mx[(e >> 1) & 1], s[e]);
-        }
-      } else {
-#pragma unroll
-        for (int e = 0; e < 16; ++e) {
-          const int h = (e >> 1) & 1;
-          s[e] = 8 * (e >> 2) + 2 * quad + (e & 1) < lim[h] ? s[e] * scale_log2 : NegInf();
-          mx[h] = MaxF(mx[h], s[e]);
-        }
-      }
-      float m_use[2], alpha[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float m_new = MaxF(m[h], QuadMax(mx[h]));
-        m_use[h] = m_new == NegInf() ? 0.0f : m_new;  // a row that saw nothing keeps P = 0
-        alpha[h] = exp2f(m[h] - m_use[h]);
-        m[h] = m_new;
-        l[h] *= alpha[h];
-      }
+      float mx[2], m_use[2], alpha[2];
+      MaskScaleRowMax(s, lim, quad, scale_log2, mx);
+      StepRunningMax(mx, m, l, m_use, alpha);
       ScaleRowsIfMoved(o, alpha[0], alpha[1]);
 
       // Publish P (hi into the slot's rope chunk, dead once S is done; lo into buffer n % 2,

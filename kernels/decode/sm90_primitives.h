@@ -45,6 +45,46 @@ __device__ __forceinline__ void ScaleRowsIfMoved(float (&o)[128], float a0, floa
   if (__ballot64(a0 != 1.0f || a1 != 1.0f) != 0) ScaleRows(o, a0, a1);
 }
 
+// One block's S in that layout (kE = N / 2 elements a thread, N tokens): scaled to base 2 and
+// masked (rows r0 + 8 h see the block's tokens [0, lim[h]), the others become -inf), and each
+// row's max over the thread's elements into mx[h]. The mask is skipped when every row of the
+// warp sees the whole block (all but an item's last blocks).
+template <int kE>
+__device__ __forceinline__ void MaskScaleRowMax(float (&s)[kE], const int (&lim)[2], int quad,
+                                                float scale_log2, float (&mx)[2]) {
+  mx[0] = mx[1] = NegInf();
+  if (__ballot64(lim[0] < 2 * kE || lim[1] < 2 * kE) == 0) {
+#pragma unroll
+    for (int e = 0; e < kE; ++e) {
+      s[e] *= scale_log2;
+      mx[(e >> 1) & 1] = MaxF(mx[(e >> 1) & 1], s[e]);
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < kE; ++e) {
+      const int h = (e >> 1) & 1;
+      s[e] = 8 * (e >> 2) + 2 * quad + (e & 1) < lim[h] ? s[e] * scale_log2 : NegInf();
+      mx[h] = MaxF(mx[h], s[e]);
+    }
+  }
+}
+
+// The online softmax's step of the running max m[h] (base 2) of rows r0 + 8 h by the block's
+// row max (mx: the thread's part, reduced over the quad here): the max to exponentiate
+// against (m_use: 0 for a row that saw nothing yet, so that masked scores give P = 0, not
+// NaN), the rescale factor of what came before (alpha) and the row sums l scaled by it.
+__device__ __forceinline__ void StepRunningMax(const float (&mx)[2], float (&m)[2], float (&l)[2],
+                                               float (&m_use)[2], float (&alpha)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float m_new = MaxF(m[h], QuadMax(mx[h]));
+    m_use[h] = m_new == NegInf() ? 0.0f : m_new;
+    alpha[h] = exp2f(m[h] - m_use[h]);
+    m[h] = m_new;
+    l[h] *= alpha[h];
+  }
+}
+
 }  // namespace mla
 }  // namespace mlaps
 

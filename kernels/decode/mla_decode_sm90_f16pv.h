@@ -76,11 +76,9 @@ __device__ __forceinline__ int QRowOf(int i, int quad) { return 8 * (i >> 2) + 2
 // in the slot's production order (ChunkAt), waiting for each, x 4 k16 steps of 32 bytes inside
 // the swizzled 128-byte rows; bf16 operands as they landed, or f16 (kF16Tiles: fp8 inputs
 // widened by the producer).
-// `landed`: the block came by TMA (its chunks are read as soon as they land; else after the
-// producer's converters published them, full).
 template <bool kF16Tiles>
 __device__ __forceinline__ void IssueScores(const Sm90Bars& bars, uint32_t base, int slot,
-                                            uint32_t n, bool landed, float (&s)[32]) {
+                                            uint32_t n, float (&s)[32]) {
   const uint32_t kv = base + L::kKv + slot * L::kTile;
 #pragma unroll
   for (int e = 0; e < 32; ++e) s[e] = 0.0f;
@@ -89,7 +87,7 @@ __device__ __forceinline__ void IssueScores(const Sm90Bars& bars, uint32_t base,
 #pragma unroll 1
   for (int pos = 0; pos < L::kChunks; ++pos) {
     const int c = ChunkAt(slot, pos);
-    MbarWait(landed ? bars.Landed(slot, c) : bars.Full(slot, c), (n >> 1) & 1);
+    MbarWait(bars.Full(slot, c), (n >> 1) & 1);
     const uint64_t a0 = MatrixDesc(base + L::kQ + c * L::kChunk, 16, 1024, kSwizzle128B);
     const uint64_t b0 = MatrixDesc(kv + c * L::kChunk, 16, 1024, kSwizzle128B);
 #pragma unroll
@@ -279,10 +277,6 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
   constexpr bool kEarlyScores = !kFp8;
   const F16PvPlace at = PlaceOf(smem);
   const int nblk = BlocksOf(it);
-  // A bf16 block that TMA loaded is read once it landed: the converters' hop (wait, proxy
-  // fence, full) is only for cp.async copies, whose generic-proxy writes the fence orders
-  // before wgmma's reads. fp8 blocks wait for their widening.
-  auto landed = [&](int blk) { return !kFp8 && WarpUniform(TmaRowOf(p, it, blk)) >= 0; };
   const float scale_log2 = p.sm_scale * p.q_scale * p.kv_scale * kLog2e;
   float o[4][32], s[32], m[2], l[2];
   int32_t vend[2];
@@ -305,7 +299,7 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
   MbarWait(at.bars.QFull(), item & 1);
   if (first_own >= nblk) MbarArrive(at.bars.QEmpty());
   if (first_own == 0 && nblk > 0) {
-    IssueScores<kFp8>(at.bars, at.base, w, seq, landed(0), s);
+    IssueScores<kFp8>(at.bars, at.base, w, seq, s);
     WgmmaWait<0>();
     PinAccumulators(s);
     if (nblk <= 2) MbarArrive(at.bars.QEmpty());
@@ -330,18 +324,14 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
           m[h] = LoadSharedF32(at.base + L::kRowM + 4 * row);
           l[h] *= LoadSharedF32(at.base + L::kPvAlpha + 4 * ((n & 1) * L::kRows + row));
         }
-        // (ldmatrix reads through the generic proxy: bf16 chunks need only have landed.)
 #pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int chunk = 4 * w + c;
-          MbarWait(kFp8 ? at.bars.Full(slot, chunk) : at.bars.Landed(slot, chunk), (n >> 1) & 1);
-        }
+        for (int c = 0; c < 4; ++c) MbarWait(at.bars.Full(slot, 4 * w + c), (n >> 1) & 1);
       };
       if (kEarlyScores && next_s) {
         // Issued before the wait, our S runs on the tensor cores during the other's softmax;
         // retired in the same branch, before O is rescaled (a wgmma in flight while O is
         // rewritten makes ptxas serialize every wgmma, C7515).
-        IssueScores<kFp8>(at.bars, at.base, w, n + 1, landed(i + 1), s);
+        IssueScores<kFp8>(at.bars, at.base, w, n + 1, s);
         take_stats();
         WgmmaWait<0>();
         PinAccumulators(s);
@@ -353,7 +343,7 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
     RescaleO(at, o, n);
     const bool late_s = WarpUniform(!kEarlyScores && next_s);
     PvT<!kFp8>(at.base + L::kKv + slot * L::kTile, w, at.wtid, o, late_s,
-               [&] { IssueScores<kFp8>(at.bars, at.base, w, n + 1, landed(i + 1), s); });
+               [&] { IssueScores<kFp8>(at.bars, at.base, w, n + 1, s); });
     MbarArrive(at.bars.Empty(slot, w));
     if (late_s) {
       WgmmaWait<0>();

@@ -432,8 +432,11 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
   // item without kv blocks loads no Q, and two of them in a row would otherwise complete
   // q_full twice ahead of the consumers, whose parity wait would then miss it (a hang).
   if (item > 0) MbarWait(bars.QEmpty(), (item - 1) & 1);
+  // q_landed completes a phase for every item (the copy threads arrive without a Q for an
+  // item without kv blocks): waited for every item, so that the wait of the next item's never
+  // passes on this one's phase while the copy threads are behind.
+  MLAPS_SM90_TIMED(10, MbarWait(bars.QLanded(), item & 1));
   if (nblk > 0) {
-    MLAPS_SM90_TIMED(10, MbarWait(bars.QLanded(), item & 1));
 #pragma unroll 1
     for (int c = 0; c < L::kChunks && kWiden; ++c) {
       ConvertChunk<kFp8, kQRows>(c, vtid, base + L::kQ, range);

@@ -86,6 +86,9 @@ struct Mbarrier {
   int pending = 0;  // arrivals the current phase still needs
   uint32_t phase = 0;
   int64_t tx = 0;  // transaction bytes the current phase still expects (expect_tx - landed)
+  // Phases some wait has seen complete. An arrival while a completed phase was never waited for
+  // is what compute-sanitizer's synccheck reports as "Missing wait" (and then stops the kernel).
+  uint32_t observed = 0;
 };
 
 // A cp.async.mbarrier.arrive.noinc: the thread's copies, then one arrival on `bar`; or a TMA
@@ -371,6 +374,11 @@ void MaybeCompletePhase(Mbarrier& m) {
 }
 
 void MbarArrival(Mbarrier& m) {
+  if (m.phase > m.observed) {
+    DieAt("mbarrier: an arrival for phase " + std::to_string(m.phase) +
+          " while no wait saw phase " + std::to_string(m.phase - 1) +
+          " complete (compute-sanitizer synccheck: Missing wait; " + WhoAmI() + ")");
+  }
   ++rt->progress;
   --m.pending;
   MaybeCompletePhase(m);
@@ -870,10 +878,17 @@ void MbarInit(uint32_t bar, int count) {
 
 void MbarArrive(uint32_t bar) { MbarArrival(MbarAt(bar, "mbarrier.arrive")); }
 
+// A wait that returns has seen every phase completed so far.
+bool WaitSees(Mbarrier& m, uint32_t parity) {
+  if (!PhaseDone(m, parity)) return false;
+  m.observed = m.phase;
+  return true;
+}
+
 void MbarWait(uint32_t bar, uint32_t parity) {
   Fiber& f = Self();
   for (;;) {
-    if (PhaseDone(MbarAt(bar, "mbarrier.try_wait.parity"), parity)) return;
+    if (WaitSees(MbarAt(bar, "mbarrier.try_wait.parity"), parity)) return;
     // The phase needs arrivals: land this barrier's in-flight cp.async arrivals, oldest
     // first, until it completes (as late as the waiter allows).
     for (auto it = rt->in_flight.begin(); it != rt->in_flight.end();) {
@@ -884,7 +899,7 @@ void MbarWait(uint32_t bar, uint32_t parity) {
       const AsyncArrival a = std::move(*it);
       it = rt->in_flight.erase(it);
       Land(a);
-      if (PhaseDone(MbarAt(bar, "mbarrier.try_wait.parity"), parity)) return;
+      if (WaitSees(MbarAt(bar, "mbarrier.try_wait.parity"), parity)) return;
     }
     f.wait = WaitKind::kMbarrier;
     f.wait_a = bar;

@@ -382,4 +382,29 @@ TEST(HipHostEmulationDeathTest, OperandRewrittenInFlightAborts) {
                "rewritten before the wait");
 }
 
+// An arrival on an mbarrier whose completed phase no thread has waited for: what
+// compute-sanitizer's synccheck reports ("Missing wait") and then stops the kernel for. A wait
+// in between (by any thread) makes the same arrivals legal.
+TEST(HipHostEmulationTest, ArrivalAfterAWaitedPhaseIsFine) {
+  const std::string error = Launch(dim3(1), dim3(32), 64, [] {
+    if (threadIdx.x != 0) return;
+    mlaps_emu::MbarInit(8, 1);
+    mlaps_emu::MbarArrive(8);   // phase 0 completes
+    mlaps_emu::MbarWait(8, 0);  // and is seen
+    mlaps_emu::MbarArrive(8);   // phase 1
+  });
+  EXPECT_EQ(error, "");
+}
+
+TEST(HipHostEmulationDeathTest, ArrivalWithoutAWaitForThePhaseBeforeAborts) {
+  EXPECT_DEATH(Launch(dim3(1), dim3(32), 64,
+                      [] {
+                        if (threadIdx.x != 0) return;
+                        mlaps_emu::MbarInit(8, 1);
+                        mlaps_emu::MbarArrive(8);  // phase 0 completes, nobody waits
+                        mlaps_emu::MbarArrive(8);
+                      }),
+               "Missing wait");
+}
+
 }  // namespace

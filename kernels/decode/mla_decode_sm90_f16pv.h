@@ -440,7 +440,8 @@ __global__ void __launch_bounds__(kF16PvThreads, 1)
 #if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
   // Both consumers run one instance of their code (half the hot code for the instruction
   // caches: two instances missed them, notes.md).
-  RunSm90Block<kFp8, /*kWiden=*/kFp8, SmemSm90::kRows, /*kTma=*/true, /*kOneConsumerCode=*/true>(
+  RunSm90Block<kFp8, /*kWiden=*/kFp8, SmemSm90::kRows, /*kTma=*/true, /*kOneConsumerCode=*/true,
+               /*kEvictFirst=*/true>(
       p, &kv_map, [&](int w, const Item& it, uint8_t* smem, uint32_t seq, uint32_t item) {
         return RunConsumer<kFp8>(p, it, smem, seq, item, w);
       });

@@ -355,8 +355,9 @@ __device__ __forceinline__ int32_t TmaRowOf(const MlaDecodeParams& p, const Item
 // item's, q_empty) and each kv block into slot n % 2, chunk by chunk as the consumers free the
 // slot's halves (slot 0 frees chunks 0-3 with consumer 0's P V and 4-7 with consumer 1's; slot 1
 // the other way round, ChunkAt; chunk 8 after both); each chunk's copies land on landed[slot][c],
-// by cp.async, or (kTma) by one TMA load a chunk where the block allows it (TmaRowOf).
-template <bool kFp8, int kQRows, bool kTma>
+// by cp.async, or (kTma) by one TMA load a chunk where the block allows it (TmaRowOf), with an
+// L2 evict-first hint if kEvictFirst.
+template <bool kFp8, int kQRows, bool kTma, bool kEvictFirst>
 __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
                              uint32_t seq, uint32_t item, int nblk, const TmaMap* kv_map) {
   using L = SmemSm90;
@@ -409,8 +410,8 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
 #endif
         constexpr uint32_t kBytes = 64 * 64 * ChunkMap<kFp8>::kElem;
         MbarArriveExpectTx(bars.Landed(slot, c), kBytes);
-        TmaLoad2D(SmemAddr(tile) + c * L::kChunk + ChunkMap<kFp8>::kStaging, kv_map, 64 * c,
-                  tma_row, bars.Landed(slot, c));
+        TmaLoad2D<kEvictFirst>(SmemAddr(tile) + c * L::kChunk + ChunkMap<kFp8>::kStaging, kv_map,
+                               64 * c, tma_row, bars.Landed(slot, c));
       } else {
         MbarArrive(bars.Landed(slot, c));
       }
@@ -465,12 +466,12 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
 }
 
 // The producer's part of one item (copy or convert, by thread). Returns the item's kv blocks.
-template <bool kFp8, bool kWiden, int kQRows, bool kTma>
+template <bool kFp8, bool kWiden, int kQRows, bool kTma, bool kEvictFirst>
 __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
                                uint32_t seq, uint32_t item, const TmaMap* kv_map) {
   const int nblk = BlocksOf(it);
   if ((threadIdx.x & (kSm90WgThreads - 1)) < kSm90CopyThreads) {
-    CopyItemSm90<kFp8, kQRows, kTma>(p, it, smem, cu, seq, item, nblk, kv_map);
+    CopyItemSm90<kFp8, kQRows, kTma, kEvictFirst>(p, it, smem, cu, seq, item, nblk, kv_map);
   } else {
     ConvertItemSm90<kFp8, kWiden, kQRows>(p, smem, cu, seq, item, nblk);
   }
@@ -483,9 +484,9 @@ __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
 // `run_consumer(std::integral_constant<int, w>, item, smem, seq, items_before)` (returns the
 // item's kv blocks), one instance a consumer; with kOneConsumerCode one instance for both,
 // `run_consumer(w, ...)` with the warpgroup's index as a warp-uniform int (half the hot code
-// for the instruction caches).
+// for the instruction caches); kEvictFirst: the TMA loads' L2 hint (CopyItemSm90).
 template <bool kFp8, bool kWiden, int kMaxRows, bool kTma, bool kOneConsumerCode = false,
-          class RunConsumer>
+          bool kEvictFirst = false, class RunConsumer>
 __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const TmaMap* kv_map,
                                              RunConsumer&& run_consumer) {
   mlapsTriggerDependents();  // the reduce may launch (it waits for this grid: LaunchMlaReduce)
@@ -516,7 +517,8 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
 #endif
     MLAPS_SM90_MARK(8, 0);
     WalkItems</*kRecord=*/false>(p, kMaxRows, [&](const Item& it, int cu) {
-      seq += RunProducerSm90<kFp8, kWiden, kMaxRows, kTma>(p, it, smem, cu, seq, item, kv_map);
+      seq += RunProducerSm90<kFp8, kWiden, kMaxRows, kTma, kEvictFirst>(p, it, smem, cu, seq, item,
+                                                                        kv_map);
       ++item;
     });
     MLAPS_SM90_MARK(9, item);

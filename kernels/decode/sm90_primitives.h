@@ -115,6 +115,7 @@ __device__ __forceinline__ void CpAsyncArrive(uint32_t bar) { mlaps_emu::CpAsync
 __device__ __forceinline__ void MbarArriveExpectTx(uint32_t bar, uint32_t bytes) {
   mlaps_emu::MbarArriveExpectTx(bar, static_cast<int>(bytes));
 }
+template <bool kEvictFirst = false>  // an L2 hint: no effect on the emulated data
 __device__ __forceinline__ void TmaLoad2D(uint32_t dst, const void* map, int x, int y,
                                           uint32_t bar) {
   mlaps_emu::TmaLoad2D(dst, map, x, y, bar);
@@ -279,14 +280,25 @@ __device__ __forceinline__ void MbarArriveExpectTx(uint32_t bar, uint32_t bytes)
                : "memory");
 }
 // TMA: the box at element (x, y) of the 2-D tensor map at `map` (a __grid_constant__ kernel
-// parameter) into shared memory at `dst`, completing its bytes on `bar`.
+// parameter) into shared memory at `dst`, completing its bytes on `bar`. kEvictFirst: its L2
+// lines are the first to be evicted (data read once, or by a kv lane partner soon after).
+template <bool kEvictFirst = false>
 __device__ __forceinline__ void TmaLoad2D(uint32_t dst, const void* map, int x, int y,
                                           uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, "
-      "{%2, %3}], [%4];\n" ::"r"(dst),
-      "l"(map), "r"(x), "r"(y), "r"(bar)
-      : "memory");
+  if constexpr (kEvictFirst) {
+    asm volatile(
+        "{\n.reg .b64 pol;\ncreatepolicy.fractional.L2::evict_first.b64 pol, 1.0;\n"
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        ".L2::cache_hint [%0], [%1, {%2, %3}], [%4], pol;\n}\n" ::"r"(dst),
+        "l"(map), "r"(x), "r"(y), "r"(bar)
+        : "memory");
+  } else {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, "
+        "{%2, %3}], [%4];\n" ::"r"(dst),
+        "l"(map), "r"(x), "r"(y), "r"(bar)
+        : "memory");
+  }
 }
 // Orders this thread's generic-proxy shared memory accesses before later async-proxy ones
 // (wgmma operand reads).

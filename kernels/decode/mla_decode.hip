@@ -212,9 +212,9 @@ using Kernel = void (*)(MlaDecodeParams);
 
 namespace {
 
-// The kv cache as the narrow and f16pv kernels' TMA map (mla::TmaMap): rows of 576 elements, 64 x
-// 64 boxes, bf16 with the 128-byte swizzle, e4m3 as plain bytes. NVIDIA only (AMD never runs the
-// kernel: an empty map).
+// The kv cache as the narrow, f16pv and f16-tile kernels' TMA map (mla::TmaMap): rows of 576
+// elements, 64 x 64 boxes, bf16 with the 128-byte swizzle, e4m3 as plain bytes. NVIDIA only (AMD
+// never runs the kernel: an empty map).
 hipError_t EncodeKvMap(const MlaDecodeParams& p, mla::TmaMap* map) {
   *map = mla::TmaMap{};
 #if defined(MLAPS_GPU_CUDA)
@@ -260,15 +260,19 @@ int LaunchMlaDecode(const MlaDecodeParams& params, void* stream) {
   const int threads = params.block_threads != 0 ? params.block_threads : kDefaultThreads;
   const bool wide = threads == 512;
   const bool compact = UseCompact(params);
-  if (UseNarrow(params) || UseF16Pv(params)) {
-    // The kernels that take the kv cache's TMA map: [narrow, f16pv][fp8].
-    static std::atomic<bool> tma_allowed[2][2] = {{false, false}, {false, false}};
+  const bool f16_tiles = UseWgmma(params) && UseF16Tiles(params);
+  if (UseNarrow(params) || UseF16Pv(params) || f16_tiles) {
+    // The kernels that take the kv cache's TMA map: [narrow, f16pv, f16 tiles][fp8].
+    static std::atomic<bool> tma_allowed[3][2] = {{false, false}, {false, false}, {false, false}};
     using TmaKernel = void (*)(MlaDecodeParams, mla::TmaMap);
-    const int which = UseNarrow(params) ? 0 : 1;
-    const TmaKernel kernel = which == 0 ? (fp8 ? mla::sm90_narrow::MlaDecodeSm90NarrowKernel<true>
-                                               : mla::sm90_narrow::MlaDecodeSm90NarrowKernel<false>)
-                                        : (fp8 ? mla::sm90_f16pv::MlaDecodeSm90F16PvKernel<true>
-                                               : mla::sm90_f16pv::MlaDecodeSm90F16PvKernel<false>);
+    const int which = UseNarrow(params) ? 0 : UseF16Pv(params) ? 1 : 2;
+    static constexpr TmaKernel kTmaKernels[3][2] = {
+        {mla::sm90_narrow::MlaDecodeSm90NarrowKernel<false>,
+         mla::sm90_narrow::MlaDecodeSm90NarrowKernel<true>},
+        {mla::sm90_f16pv::MlaDecodeSm90F16PvKernel<false>,
+         mla::sm90_f16pv::MlaDecodeSm90F16PvKernel<true>},
+        {mla::MlaDecodeSm90Kernel<false, true>, mla::MlaDecodeSm90Kernel<true, true>}};
+    const TmaKernel kernel = kTmaKernels[which][fp8];
     mla::TmaMap kv_map;
     if (const hipError_t e = EncodeKvMap(params, &kv_map); e != hipSuccess) return e;
     if (!tma_allowed[which][fp8].load(std::memory_order_acquire)) {
@@ -277,26 +281,22 @@ int LaunchMlaDecode(const MlaDecodeParams& params, void* stream) {
       if (e != hipSuccess) return e;
       tma_allowed[which][fp8].store(true, std::memory_order_release);
     }
-    const int tma_threads = which == 0 ? mla::kSm90Threads : mla::sm90_f16pv::kF16PvThreads;
+    const int tma_threads = which == 1 ? mla::sm90_f16pv::kF16PvThreads : mla::kSm90Threads;
     hipLaunchKernelGGL(kernel, dim3(params.num_cu), dim3(tma_threads), smem,
                        static_cast<hipStream_t>(stream), params, kv_map);
     return hipGetLastError();
   }
   if (UseWgmma(params)) {
-    // [0: bf16 tiles (bf16), 1: f16 tiles for bf16, 2: f16 tiles for fp8]
-    static std::atomic<bool> sm90_allowed[3] = {false, false, false};
-    const int which = !UseF16Tiles(params) ? 0 : fp8 ? 2 : 1;
-    const Kernel sm90 = which == 0   ? mla::sm90_bf16::MlaDecodeSm90Kernel
-                        : which == 1 ? mla::MlaDecodeSm90Kernel<false>
-                                     : mla::MlaDecodeSm90Kernel<true>;
-    const int threads = which == 0 ? mla::sm90_bf16::kSm90Threads : mla::kSm90Threads;
-    if (!sm90_allowed[which].load(std::memory_order_acquire)) {
+    // The bf16 hi + lo kernel (bf16 tiles).
+    static std::atomic<bool> sm90_allowed{false};
+    const Kernel sm90 = mla::sm90_bf16::MlaDecodeSm90Kernel;
+    if (!sm90_allowed.load(std::memory_order_acquire)) {
       const hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(sm90),
                                                hipFuncAttributeMaxDynamicSharedMemorySize, smem);
       if (e != hipSuccess) return e;
-      sm90_allowed[which].store(true, std::memory_order_release);
+      sm90_allowed.store(true, std::memory_order_release);
     }
-    hipLaunchKernelGGL(sm90, dim3(params.num_cu), dim3(threads), smem,
+    hipLaunchKernelGGL(sm90, dim3(params.num_cu), dim3(mla::sm90_bf16::kSm90Threads), smem,
                        static_cast<hipStream_t>(stream), params);
     return hipGetLastError();
   }

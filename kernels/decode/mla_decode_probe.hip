@@ -136,13 +136,14 @@ int Probe(const Shape& c, int sms, hipStream_t stream) {
     std::fprintf(stderr, "params: %s\n", e);
     return 2;
   }
-  const auto kernel =
-      c.fp8 ? mla::MlaDecodeSm90ProbeKernel<true> : mla::MlaDecodeSm90ProbeKernel<false>;
+  const auto kernel = c.fp8 ? mla::MlaDecodeSm90ProbeKernel<true, false>
+                            : mla::MlaDecodeSm90ProbeKernel<false, false>;
+  const mla::TmaMap no_map{};  // the probe copies by cp.async (kTma false): never read
   MLAPS_CHECK_HIP(hipFuncSetAttribute(kernel, hipFuncAttributeMaxDynamicSharedMemorySize,
                                       mla::SmemSm90::kBytes));
   const auto start = std::chrono::steady_clock::now();
   hipLaunchKernelGGL(kernel, dim3(plan->num_cu), dim3(mla::kSm90Threads), mla::SmemSm90::kBytes,
-                     stream, staged.decode);
+                     stream, staged.decode, no_map);
   MLAPS_CHECK_HIP(hipGetLastError());
   for (;;) {
     const hipError_t q = hipStreamQuery(stream);
@@ -161,7 +162,7 @@ int Probe(const Shape& c, int sms, hipStream_t stream) {
       MLAPS_CHECK_HIP(hipEventCreate(&b));
       MLAPS_CHECK_HIP(hipEventRecord(a, stream));
       hipLaunchKernelGGL(kernel, dim3(plan->num_cu), dim3(mla::kSm90Threads), mla::SmemSm90::kBytes,
-                         stream, staged.decode);
+                         stream, staged.decode, no_map);
       MLAPS_CHECK_HIP(hipEventRecord(b, stream));
       MLAPS_CHECK_HIP(hipEventSynchronize(b));
       float ms = 0;

@@ -318,14 +318,17 @@ __device__ int RunConsumerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
 #endif  // __CUDA_ARCH__ || MLAPS_HOST_EMULATION
 
 // The sm90 decode kernel of 64-row tiles: the item walk of every path around the producer and
-// consumer routines (bf16 or fp8 e4m3fn, widened to f16). Its body exists in the NVIDIA device
-// pass and the CPU emulation only.
-template <bool kFp8>
-__global__ void __launch_bounds__(kSm90Threads, 1) MLAPS_SM90_KERNEL(const MlaDecodeParams p) {
+// consumer routines (bf16 or fp8 e4m3fn, widened to f16). kTma: whole-page blocks land by TMA
+// from `kv_map` (the kv cache's TmaMap, mla_decode.h's launch encodes it; with L2 evict-first),
+// the others by cp.async; without it every block by cp.async and `kv_map` is not read (the
+// probe binary). Its body exists in the NVIDIA device pass and the CPU emulation only.
+template <bool kFp8, bool kTma>
+__global__ void __launch_bounds__(kSm90Threads, 1)
+    MLAPS_SM90_KERNEL(const MlaDecodeParams p, const MLAPS_GRID_CONSTANT TmaMap kv_map) {
 #if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
-  RunSm90Block<kFp8, /*kWiden=*/true, SmemSm90::kRows, /*kTma=*/false>(
-      p, /*kv_map=*/nullptr,
-      [&](auto w, const Item& it, uint8_t* smem, uint32_t seq, uint32_t item) {
+  RunSm90Block<kFp8, /*kWiden=*/true, SmemSm90::kRows, kTma, /*kOneConsumerCode=*/false,
+               /*kEvictFirst=*/kTma>(
+      p, &kv_map, [&](auto w, const Item& it, uint8_t* smem, uint32_t seq, uint32_t item) {
         return RunConsumerSm90<kFp8, decltype(w)::value>(p, it, smem, seq, item);
       });
 #endif

@@ -290,15 +290,26 @@ __device__ __forceinline__ void ConvertChunk(int c, int vtid, uint32_t tile, uin
     // chunk's staging half is refilled only after the consumers freed its slot, i.e. after
     // every converter published (read) it.
   } else {
+    // Four units loaded before any is converted: the shared-memory latency of one load a
+    // unit otherwise bounds the converters (bf16 blocks by TMA waited on them, notes.md).
     const int unit = vtid % 8, row0 = vtid / 8;
-#pragma unroll 2
-    for (int k = 0; k < kRows / 8; ++k) {
-      const uint32_t at = chunk + ChunkUnit(row0 + 8 * k, unit);
-      const uint4 v = LoadShared128(at);
-      range = MaxAbsBf16x2(MaxAbsBf16x2(range, v.x), v.y);
-      range = MaxAbsBf16x2(MaxAbsBf16x2(range, v.z), v.w);
-      StoreShared128(at, make_uint4(Bf16x2ToF16x2(v.x), Bf16x2ToF16x2(v.y), Bf16x2ToF16x2(v.z),
-                                    Bf16x2ToF16x2(v.w)));
+    constexpr int kBatch = kRows / 8 < 4 ? kRows / 8 : 4;
+    static_assert((kRows / 8) % kBatch == 0, "whole batches of rows");
+#pragma unroll 1
+    for (int k0 = 0; k0 < kRows / 8; k0 += kBatch) {
+      uint4 v[kBatch];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        v[b] = LoadShared128(chunk + ChunkUnit(row0 + 8 * (k0 + b), unit));
+      }
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        range = MaxAbsBf16x2(MaxAbsBf16x2(range, v[b].x), v[b].y);
+        range = MaxAbsBf16x2(MaxAbsBf16x2(range, v[b].z), v[b].w);
+        StoreShared128(chunk + ChunkUnit(row0 + 8 * (k0 + b), unit),
+                       make_uint4(Bf16x2ToF16x2(v[b].x), Bf16x2ToF16x2(v[b].y),
+                                  Bf16x2ToF16x2(v[b].z), Bf16x2ToF16x2(v[b].w)));
+      }
     }
   }
 }

@@ -262,16 +262,24 @@ int LaunchMlaDecode(const MlaDecodeParams& params, void* stream) {
   const bool compact = UseCompact(params);
   const bool f16_tiles = UseWgmma(params) && UseF16Tiles(params);
   if (UseNarrow(params) || UseF16Pv(params) || f16_tiles) {
-    // The kernels that take the kv cache's TMA map: [narrow, f16pv, f16 tiles][fp8].
-    static std::atomic<bool> tma_allowed[3][2] = {{false, false}, {false, false}, {false, false}};
+    // The kernels that take the kv cache's TMA map: [narrow, f16pv, f16 tiles, f16 tiles without
+    // TMA][fp8]. With pages of fewer than 64 tokens (sparse: one) no kv block is one TMA load,
+    // and the f16-tile kernel built without its TMA path copies them faster (sparse fp8
+    // 573-591 -> 498-508 us, notes.md).
+    static std::atomic<bool> tma_allowed[4][2] = {
+        {false, false}, {false, false}, {false, false}, {false, false}};
     using TmaKernel = void (*)(MlaDecodeParams, mla::TmaMap);
-    const int which = UseNarrow(params) ? 0 : UseF16Pv(params) ? 1 : 2;
-    static constexpr TmaKernel kTmaKernels[3][2] = {
+    const int which = UseNarrow(params)                            ? 0
+                      : UseF16Pv(params)                           ? 1
+                      : params.page_size >= mla::SmemSm90::kTokens ? 2
+                                                                   : 3;
+    static constexpr TmaKernel kTmaKernels[4][2] = {
         {mla::sm90_narrow::MlaDecodeSm90NarrowKernel<false>,
          mla::sm90_narrow::MlaDecodeSm90NarrowKernel<true>},
         {mla::sm90_f16pv::MlaDecodeSm90F16PvKernel<false>,
          mla::sm90_f16pv::MlaDecodeSm90F16PvKernel<true>},
-        {mla::MlaDecodeSm90Kernel<false, true>, mla::MlaDecodeSm90Kernel<true, true>}};
+        {mla::MlaDecodeSm90Kernel<false, true>, mla::MlaDecodeSm90Kernel<true, true>},
+        {mla::MlaDecodeSm90Kernel<false, false>, mla::MlaDecodeSm90Kernel<true, false>}};
     const TmaKernel kernel = kTmaKernels[which][fp8];
     mla::TmaMap kv_map;
     if (const hipError_t e = EncodeKvMap(params, &kv_map); e != hipSuccess) return e;

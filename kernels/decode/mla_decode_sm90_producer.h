@@ -391,6 +391,7 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
     const int slot = static_cast<int>(n & 1);
     MLAPS_SM90_MARK(5, n);
     const int32_t tma_row = kTma ? WarpUniform(TmaRowOf(p, it, t)) : -1;
+    // The rows' page ids are read before the L2 fill below, whose own reads it waits for.
     const RowSources<kFp8> src =
         tma_row < 0 ? KvRows<kFp8>(p, it, t, ctid, cu) : RowSources<kFp8>{};
     uint8_t* tile = smem + L::kKv + slot * L::kTile;
@@ -400,21 +401,31 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
         (!kTma || WarpUniform(TmaRowOf(p, it, t + kSm90PrefetchAhead)) < 0)) {
       PrefetchKvBlock<kFp8>(p, it, t + kSm90PrefetchAhead, ctid);
     }
-    // Positions 0-3 once their consumer freed them, then 4-8 (chunk 8 needs both); a chunk's
-    // arrival (.noinc: once all of this thread's earlier copies landed) follows its copies, so
-    // the converters start on chunk 0 while the later ones are in flight.
-#pragma unroll
-    for (int pos = 0; pos < L::kChunks; ++pos) {
+    // Positions 0-3 once their consumer freed them, then 4-8 (chunk 8 needs both).
+    auto wait_free = [&](int pos) {
       if (n >= 2 && (pos == 0 || pos == 4)) {
         const int w = (pos == 0) == (slot == 0) ? 0 : 1;
         MLAPS_SM90_MARK(6, n * 16 + pos);
         MLAPS_SM90_TIMED(9, MbarWait(bars.Empty(slot, w), ((n >> 1) - 1) & 1));
       }
-      const int c = ChunkAt(slot, pos);
-      if (tma_row < 0) {
+    };
+    if (tma_row < 0) {
+      // A chunk's arrival (.noinc: once all of this thread's earlier copies landed) follows
+      // its copies, so the converters start on chunk 0 while the later ones are in flight. (A
+      // loop apart from the TMA one: one loop with the branch inside ran 7-9% slower, notes.md.)
+#pragma unroll
+      for (int pos = 0; pos < L::kChunks; ++pos) {
+        wait_free(pos);
         CopyChunks<kFp8>(kv_rows, src, slot, pos, pos + 1, ctid, tile);
-        CpAsyncArrive(bars.Landed(slot, c));
-      } else if (ctid == 0) {
+        CpAsyncArrive(bars.Landed(slot, ChunkAt(slot, pos)));
+      }
+      continue;
+    }
+#pragma unroll
+    for (int pos = 0; pos < L::kChunks; ++pos) {
+      wait_free(pos);
+      const int c = ChunkAt(slot, pos);
+      if (ctid == 0) {
 #if defined(MLAPS_SM90_PROBE_SKIP_COPY)
         MbarArrive(bars.Landed(slot, c));  // probe variants only: no kv data moves
         continue;

@@ -42,14 +42,18 @@ using testing::DecodeRunResult;
 using testing::PlanForTest;
 using testing::RunSm90;
 
-// The f16-tile kernel (mla_decode_sm90.h): a producer (TMA for whole-page blocks, as launched)
-// and two consumer warpgroups, 64-token kv blocks, bf16 and fp8.
+// The f16-tile kernel (mla_decode_sm90.h): a producer and two consumer warpgroups, 64-token kv
+// blocks, bf16 and fp8; with its TMA path for pages of 64 tokens or more, without it for
+// smaller pages, as the launch picks it.
 void F16TileBody(const MlaDecodeParams& p, bool fp8) {
   const mla::TmaMap map = testing::KvTmaMap(p, fp8);
+  const bool tma = p.page_size >= mla::SmemSm90::kTokens;
   if (fp8) {
-    mla::MlaDecodeSm90Kernel<true, true>(p, map);
+    tma ? mla::MlaDecodeSm90Kernel<true, true>(p, map)
+        : mla::MlaDecodeSm90Kernel<true, false>(p, map);
   } else {
-    mla::MlaDecodeSm90Kernel<false, true>(p, map);
+    tma ? mla::MlaDecodeSm90Kernel<false, true>(p, map)
+        : mla::MlaDecodeSm90Kernel<false, false>(p, map);
   }
 }
 constexpr testing::Sm90KernelUnderTest kF16Tile{mla::kSm90Threads, mla::SmemSm90::kBytes,

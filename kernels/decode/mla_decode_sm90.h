@@ -76,19 +76,18 @@ __device__ __forceinline__ void IssuePvSharedP(uint32_t kv, int half, float (&o)
 
 // ---- The consumers ---------------------------------------------------------------------------
 
-template <int kW>
-__device__ __forceinline__ void IssueScores(const Sm90Bars& bars, uint32_t base, uint32_t n,
+__device__ __forceinline__ void IssueScores(const Sm90Bars& bars, uint32_t base, int w, uint32_t n,
                                             float (&s)[32]) {
-  const uint32_t kv = base + SmemSm90::kKv + kW * SmemSm90::kTile;
+  const uint32_t kv = base + SmemSm90::kKv + w * SmemSm90::kTile;
 #pragma unroll
   for (int e = 0; e < 32; ++e) s[e] = 0.0f;
   PinAccumulators(s);
   WgmmaFence();
 #pragma unroll
   for (int pos = 0; pos < SmemSm90::kChunks; ++pos) {
-    const int c = ChunkAt(kW, pos);
+    const int c = ChunkAt(w, pos);
     MLAPS_SM90_MARK(3, n * 16 + pos);
-    MLAPS_SM90_TIMED(0, MbarWait(bars.Full(kW, c), (n >> 1) & 1));
+    MLAPS_SM90_TIMED(0, MbarWait(bars.Full(w, c), (n >> 1) & 1));
     if (pos == 0) {
       // The first k step starts the accumulation (scale-d 0): the zeroed s is not read.
       const uint64_t a0 =
@@ -115,18 +114,18 @@ struct ConsumerState {
   int32_t vend[2];  // kv tokens rows r0, r0 + 8 see, from it.begin
 };
 
-// Consumer kW's steps of an item's blocks (the file comment). An own step starts by retiring
+// Consumer w's steps of an item's blocks (the file comment). An own step starts by retiring
 // its S; a remote step retires its own P V and ends with the next own block's S in flight;
 // the two alternate statically. So no register a wgmma in flight writes is touched on any
 // control-flow path and ptxas keeps the wgmmas pipelined (no C7514 / C7515).
-template <int kW>
 struct ConsumerSteps {
   Sm90Bars bars;
   uint32_t base, seq;  // shared address of the (aligned) layout; blocks before the item
+  int w;               // the consumer warpgroup (warp-uniform)
   int nblk, r0, quad;
   float scale_log2;
 
-  // Own block i (sequence number n = seq + i, slot kW): softmax of S(i), P published, our
+  // Own block i (sequence number n = seq + i, slot w): softmax of S(i), P published, our
   // P V(i).
   __device__ __forceinline__ void Own(ConsumerState& st, int i) const {
     using L = SmemSm90;
@@ -147,7 +146,7 @@ struct ConsumerSteps {
     StepRunningMax(mx, st.m, st.l, m_use, alpha);
     // P (fp32 -> f16) into the slot's rope chunk (dead once S is done), K-major and swizzled
     // like a Q chunk: token 8 j + 2 quad of row r is unit j ^ (r % 8), byte 4 quad.
-    const uint32_t p_tile = base + L::kKv + kW * L::kTile + 8 * L::kChunk;
+    const uint32_t p_tile = base + L::kKv + w * L::kTile + 8 * L::kChunk;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
 #pragma unroll
@@ -169,15 +168,15 @@ struct ConsumerSteps {
     MLAPS_SM90_TOC(13, t_softmax);
     MLAPS_SM90_TIMED(14, FenceProxyAsync());  // P is read by wgmma (ours and the other's)
     MbarArrive(bars.Stats());
-    MLAPS_SM90_TIMED(2, NamedBarrierSync(2 + kW, kSm90WgThreads));  // all of P written first
+    MLAPS_SM90_TIMED(2, NamedBarrierSync(2 + w, kSm90WgThreads));  // all of P written first
     ScaleRowsIfMoved(st.o, alpha[0], alpha[1]);  // no P V in flight: Remote waited for its own
     PinAccumulators(st.o);
     WgmmaFence();
-    IssuePvSharedP(base + L::kKv + kW * L::kTile, kW, st.o);
+    IssuePvSharedP(base + L::kKv + w * L::kTile, w, st.o);
     WgmmaCommit();
     MLAPS_SM90_TIMED(3, WgmmaWait<0>());
     PinAccumulators(st.o);
-    MbarArrive(bars.Empty(kW, kW));
+    MbarArrive(bars.Empty(w, w));
   }
 
   // The other's block i: its statistics and P (in its slot), our P V(i), which retires here
@@ -201,36 +200,37 @@ struct ConsumerSteps {
     // Our half of V landed (the owner waited for it; waiting again costs nothing and keeps
     // the order explicit).
 #pragma unroll
-    for (int c = 4 * kW; c < 4 * kW + 4; ++c) MbarWait(bars.Full(n & 1, c), (n >> 1) & 1);
+    for (int c = 4 * w; c < 4 * w + 4; ++c) MbarWait(bars.Full(n & 1, c), (n >> 1) & 1);
     ScaleRowsIfMoved(st.o, alpha[0], alpha[1]);
     PinAccumulators(st.o);
     WgmmaFence();
-    IssuePvSharedP(base + L::kKv + (n & 1) * L::kTile, kW, st.o);
+    IssuePvSharedP(base + L::kKv + (n & 1) * L::kTile, w, st.o);
     WgmmaCommit();
     MLAPS_SM90_TIMED(5, WgmmaWait<0>());
     PinAccumulators(st.o);
-    MbarArrive(bars.Empty(n & 1, kW));
+    MbarArrive(bars.Empty(n & 1, w));
   }
 };
 
-// Consumer warpgroup kW's part of one item (see the file comment). `seq`: kv blocks this
+// Consumer warpgroup w's part of one item (see the file comment). `seq`: kv blocks this
 // block has run before the item; `item`: items before it. Returns the item's kv blocks.
-template <bool kFp8, int kW>
+template <bool kFp8>
 __device__ int RunConsumerSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem,
-                               uint32_t seq, uint32_t item) {
+                               uint32_t seq, uint32_t item, int w) {
   using L = SmemSm90;
   const int tid = threadIdx.x, wtid = tid & (kSm90WgThreads - 1);
   const int quad = tid & 3;
   const int r0 = ((wtid >> 5) << 4) + ((tid & 31) >> 2);  // rows r0 and r0 + 8
   const uint32_t base = SmemAddr(smem);
   const int nblk = BlocksOf(it);
-  const ConsumerSteps<kW> steps{Sm90Bars{base + L::kBars},
-                                base,
-                                seq,
-                                nblk,
-                                r0,
-                                quad,
-                                p.sm_scale * p.q_scale * p.kv_scale * kLog2e};
+  const ConsumerSteps steps{Sm90Bars{base + L::kBars},
+                            base,
+                            seq,
+                            w,
+                            nblk,
+                            r0,
+                            quad,
+                            p.sm_scale * p.q_scale * p.kv_scale * kLog2e};
   ConsumerState st;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -243,7 +243,7 @@ __device__ int RunConsumerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
   for (int e = 0; e < 128; ++e) st.o[e] = 0.0f;
 
   // The first own block is 0 or 1; S of it, then the blocks in (own, remote) pairs.
-  const int first_own = static_cast<int>((seq & 1) != kW);
+  const int first_own = static_cast<int>((seq & 1) != w);
   MLAPS_SM90_MARK(10, item);
   MLAPS_SM90_TIMED(6, MbarWait(steps.bars.QFull(), item & 1));
   MLAPS_SM90_MARK(11, item);
@@ -253,13 +253,13 @@ __device__ int RunConsumerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
   if (first_own >= nblk) MbarArrive(steps.bars.QEmpty());  // no S of ours reads this Q tile
   int k = first_own == 0 ? 1 : 0;
   if (first_own == 0 && nblk > 0) {
-    IssueScores<kW>(steps.bars, base, seq, st.s);
+    IssueScores(steps.bars, base, w, seq, st.s);
     steps.Own(st, 0);
   }
   for (; k < nblk; k += 2) {
     steps.Remote(st, k);
     if (k + 1 < nblk) {
-      IssueScores<kW>(steps.bars, base, seq + k + 1, st.s);
+      IssueScores(steps.bars, base, w, seq + k + 1, st.s);
       steps.Own(st, k + 1);
     }
   }
@@ -273,7 +273,7 @@ __device__ int RunConsumerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const float lq = QuadSum(st.l[h]);
-    if (quad == 0) row_l[kW * 64 + r0 + 8 * h] = lq;
+    if (quad == 0) row_l[w * 64 + r0 + 8 * h] = lq;
   }
   // Both consumers' sums, by an mbarrier (use k of buffer item % 2 completes phase k): it
   // orders the other's reads of item - 2 before these writes too (each consumer arrives for
@@ -287,7 +287,7 @@ __device__ int RunConsumerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
     if (row >= it.rows) continue;
     const float lt = row_l[row] + row_l[64 + row];
     const float inv = lt > 0.0f ? p.kv_scale / lt : 0.0f;
-    const int col0 = 256 * kW + 2 * quad;
+    const int col0 = 256 * w + 2 * quad;
     if (it.partial < 0 && p.o_fp32 != nullptr) {  // fp32 final O (CP ranks)
       float* dst = p.o_fp32 + FinalRow(p, it, row) * kDimV + col0;
 #pragma unroll
@@ -310,7 +310,7 @@ __device__ int RunConsumerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
             make_float2(st.o[4 * jj + 2 * h] * inv, st.o[4 * jj + 2 * h + 1] * inv);
       }
     }
-    if (kW == 0 && quad == 0) WriteLse(p, it, row, RowLse(st.m[h], lt));
+    if (w == 0 && quad == 0) WriteLse(p, it, row, RowLse(st.m[h], lt));
   }
   return nblk;
 }
@@ -326,10 +326,12 @@ template <bool kFp8, bool kTma>
 __global__ void __launch_bounds__(kSm90Threads, 1)
     MLAPS_SM90_KERNEL(const MlaDecodeParams p, const MLAPS_GRID_CONSTANT TmaMap kv_map) {
 #if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
-  RunSm90Block<kFp8, /*kWiden=*/true, SmemSm90::kRows, kTma, /*kOneConsumerCode=*/false,
+  // Both consumers run one instance of their code (half the hot code for the instruction
+  // caches, as in the f16pv kernel).
+  RunSm90Block<kFp8, /*kWiden=*/true, SmemSm90::kRows, kTma, /*kOneConsumerCode=*/true,
                /*kEvictFirst=*/kTma>(
-      p, &kv_map, [&](auto w, const Item& it, uint8_t* smem, uint32_t seq, uint32_t item) {
-        return RunConsumerSm90<kFp8, decltype(w)::value>(p, it, smem, seq, item);
+      p, &kv_map, [&](int w, const Item& it, uint8_t* smem, uint32_t seq, uint32_t item) {
+        return RunConsumerSm90<kFp8>(p, it, smem, seq, item, w);
       });
 #endif
 }

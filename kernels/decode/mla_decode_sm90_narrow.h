@@ -88,7 +88,7 @@ __device__ __forceinline__ uint32_t PWritten(const Sm90Bars& bars) { return bars
 // (i & 1). A thread's four q rows ("columns" k = 2 (i >> 2) + (i & 1)) are the same in S^T
 // and every O^T tile.
 struct NarrowState {
-  float o[4][8];    // O^T of our 256 columns: dims tile 4 kW + m x the 16 q rows, unnormalized
+  float o[4][8];    // O^T of our 256 columns: dims tile 4 w + m x the 16 q rows, unnormalized
   float s[2][8];    // our partial S^T in two parts (IssuePartialScores)
   float m[4];       // running max (base 2) of the thread's four q rows (the same in both)
   float l[4];       // this thread's part of their row sums (its tokens), relative to m
@@ -112,13 +112,13 @@ __device__ __forceinline__ float RowGroupSum(float x) {
 
 // ---- Tile math -------------------------------------------------------------------------------
 
-// Consumer kW's half of S^T of the block in `slot` (sequence number n): k steps 2 kW and 2 kW
+// Consumer w's half of S^T of the block in `slot` (sequence number n): k steps 2 w and 2 w
 // + 1 of each of the 9 chunks (in the slot's production order, waiting for each), into s[0]
 // and s[1], one accumulator a k step (one chain of 36 and four chains of 9 measured the same:
 // notes.md, session 11).
-template <bool kFp8, int kW>
-__device__ __forceinline__ void IssuePartialScores(const Sm90Bars& bars, uint32_t base, int slot,
-                                                   uint32_t n, float (&s)[2][8]) {
+template <bool kFp8>
+__device__ __forceinline__ void IssuePartialScores(int w, const Sm90Bars& bars, uint32_t base,
+                                                   int slot, uint32_t n, float (&s)[2][8]) {
   const uint32_t kv = base + L::kKv + slot * L::kTile;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -135,20 +135,20 @@ __device__ __forceinline__ void IssuePartialScores(const Sm90Bars& bars, uint32_
     const uint64_t b0 = MatrixDesc(base + L::kQ + c * L::kChunk, 16, 1024, kSwizzle128B);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int kk = 2 * kW + h;  // 32 bytes a k step inside the 128-byte rows
+      const int kk = 2 * w + h;  // 32 bytes a k step inside the 128-byte rows
       WgmmaM64N16K16<!kFp8, false>(s[h], a0 + ((kk * 32) >> 4), b0 + ((kk * 32) >> 4), pos > 0);
     }
   }
   WgmmaCommit();
 }
 
-// O^T[our 256 columns] += V^T P^T for the block in the slot at `kv`: dims tile 4 kW + m is
-// chunk 4 kW + m read MN-major (64 dims along the 128-byte rows, 16 tokens a k step = 2 KB);
+// O^T[our 256 columns] += V^T P^T for the block in the slot at `kv`: dims tile 4 w + m is
+// chunk 4 w + m read MN-major (64 dims along the 128-byte rows, 16 tokens a k step = 2 KB);
 // P^T from the rope chunk (bf16: hi, then lo at row 16). The four tiles' accumulators take
 // turns, so consecutive wgmmas are independent.
-template <bool kFp8, int kW>
-__device__ __forceinline__ void IssueHalfPv(uint32_t kv, float (&o)[4][8]) {
-  const uint64_t v0 = MatrixDesc(kv + 4 * kW * L::kChunk, L::kChunk, 1024, kSwizzle128B);
+template <bool kFp8>
+__device__ __forceinline__ void IssueHalfPv(int w, uint32_t kv, float (&o)[4][8]) {
+  const uint64_t v0 = MatrixDesc(kv + 4 * w * L::kChunk, L::kChunk, 1024, kSwizzle128B);
   const uint64_t p0 = MatrixDesc(kv + 8 * L::kChunk, 16, 1024, kSwizzle128B);
   const uint64_t p_lo = MatrixDesc(kv + 8 * L::kChunk + kRows * 128, 16, 1024, kSwizzle128B);
 #pragma unroll
@@ -170,17 +170,18 @@ __device__ __forceinline__ void IssueHalfPv(uint32_t kv, float (&o)[4][8]) {
 
 // ---- The consumers ---------------------------------------------------------------------------
 
-// Consumer kW's part of block i of the item (sequence number n, slot n % 2): its half of S^T,
+// Consumer w's part of block i of the item (sequence number n, slot n % 2): its half of S^T,
 // the exchange of the halves, the online softmax over the block's tokens (both consumers compute
-// the same bits: the same inputs in the same order), its half of P^T stored (q rows 8 kW ..
-// 8 kW + 7), and once all of P^T is in, its O^T columns rescaled and P V added; its half of
+// the same bits: the same inputs in the same order), its half of P^T stored (q rows 8 w ..
+// 8 w + 7), and once all of P^T is in, its O^T columns rescaled and P V added; its half of
 // the slot is freed when that P V retired.
-template <bool kFp8, int kW>
-__device__ __forceinline__ void RunBlock(NarrowState& st, const Sm90Bars& bars, uint32_t base,
-                                         uint32_t n, int i, int wtid, float scale_log2) {
+template <bool kFp8>
+__device__ __forceinline__ void RunBlock(int w, NarrowState& st, const Sm90Bars& bars,
+                                         uint32_t base, uint32_t n, int i, int wtid,
+                                         float scale_log2) {
   const int warp = wtid >> 5, lane = wtid & 31, quad = lane & 3;
   const int slot = static_cast<int>(n & 1);
-  IssuePartialScores<kFp8, kW>(bars, base, slot, n, st.s);
+  IssuePartialScores<kFp8>(w, bars, base, slot, n, st.s);
   WgmmaWait<0>();
   PinAccumulators(st.s[0]);
   PinAccumulators(st.s[1]);
@@ -188,14 +189,14 @@ __device__ __forceinline__ void RunBlock(NarrowState& st, const Sm90Bars& bars, 
 #pragma unroll
   for (int e = 0; e < 8; ++e) {
     sc[e] = st.s[0][e] + st.s[1][e];
-    StoreSharedF32(PartialSAt(base, kW, e, wtid), sc[e]);
+    StoreSharedF32(PartialSAt(base, w, e, wtid), sc[e]);
   }
   MbarArrive(SExchanged(bars));
   MbarWait(SExchanged(bars), n & 1);
 #pragma unroll
   for (int e = 0; e < 8; ++e) {
-    const float other = LoadSharedF32(PartialSAt(base, 1 - kW, e, wtid));
-    sc[e] = kW == 0 ? sc[e] + other : other + sc[e];  // consumer 0's half first, in both
+    const float other = LoadSharedF32(PartialSAt(base, 1 - w, e, wtid));
+    sc[e] = w == 0 ? sc[e] + other : other + sc[e];  // consumer 0's half first, in both
   }
   int lim[4];
 #pragma unroll
@@ -214,20 +215,20 @@ __device__ __forceinline__ void RunBlock(NarrowState& st, const Sm90Bars& bars, 
     mx[k] = MaxF(mx[k], sc[e]);
   }
   // The block's max of each q row: over the row group's lanes, then the four warps.
-  const uint32_t red = base + L::kRowL + 4 * ((kW * 2 + (n & 1)) * 4 * kRows);
+  const uint32_t red = base + L::kRowL + 4 * ((w * 2 + (n & 1)) * 4 * kRows);
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     mx[k] = RowGroupMax(mx[k]);
     if (lane < 4) StoreSharedF32(red + 4 * (warp * kRows + ColOf(k, quad)), mx[k]);
   }
-  NamedBarrierSync(2 + kW, kSm90WgThreads);
+  NamedBarrierSync(2 + w, kSm90WgThreads);
   float m_use[4], alpha[4];
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     float bmax = mx[k];
 #pragma unroll
-    for (int w = 0; w < 4; ++w) {
-      bmax = MaxF(bmax, LoadSharedF32(red + 4 * (w * kRows + ColOf(k, quad))));
+    for (int wp = 0; wp < 4; ++wp) {
+      bmax = MaxF(bmax, LoadSharedF32(red + 4 * (wp * kRows + ColOf(k, quad))));
     }
     const float m_new = MaxF(st.m[k], bmax);
     m_use[k] = m_new == NegInf() ? 0.0f : m_new;  // a row that saw nothing keeps P = 0
@@ -235,7 +236,7 @@ __device__ __forceinline__ void RunBlock(NarrowState& st, const Sm90Bars& bars, 
     st.m[k] = m_new;
     st.l[k] *= alpha[k];
   }
-  // P^T into the rope chunk (dead once both halves of S retired): q rows 8 kW .. 8 kW + 7 here.
+  // P^T into the rope chunk (dead once both halves of S retired): q rows 8 w .. 8 w + 7 here.
   const uint32_t kv = base + L::kKv + slot * L::kTile;
   const uint32_t p_tile = kv + 8 * L::kChunk;
 #pragma unroll
@@ -243,7 +244,7 @@ __device__ __forceinline__ void RunBlock(NarrowState& st, const Sm90Bars& bars, 
     const int k = KOf(e), col = ColOf(k, quad), t = t0 + 8 * ((e >> 1) & 1);
     const float p = exp2f(sc[e] - m_use[k]);
     st.l[k] += p;
-    if ((e >> 2) != kW) continue;
+    if ((e >> 2) != w) continue;
     if (kFp8) {
       StoreShared16(PAt(p_tile, col, t), static_cast<uint16_t>(PackF16x2(p, 0.0f) & 0xffffu));
     } else {
@@ -268,19 +269,19 @@ __device__ __forceinline__ void RunBlock(NarrowState& st, const Sm90Bars& bars, 
   for (int m = 0; m < 4; ++m) PinAccumulators(st.o[m]);
   MbarWait(PWritten(bars), n & 1);
   WgmmaFence();
-  IssueHalfPv<kFp8, kW>(kv, st.o);
+  IssueHalfPv<kFp8>(w, kv, st.o);
   WgmmaCommit();
   WgmmaWait<0>();
 #pragma unroll
   for (int m = 0; m < 4; ++m) PinAccumulators(st.o[m]);
-  MbarArrive(bars.Empty(slot, kW));  // our V chunks (the f16-tile kernel's halves)
+  MbarArrive(bars.Empty(slot, w));  // our V chunks (the f16-tile kernel's halves)
 }
 
-// Consumer kW's part of one item: every kv block with the other consumer, then its 256 O
+// Consumer w's part of one item: every kv block with the other consumer, then its 256 O
 // columns normalized and stored (and the LSE, consumer 0). Returns the item's kv blocks.
-template <bool kFp8, int kW>
+template <bool kFp8>
 __device__ int RunConsumerNarrow(const MlaDecodeParams& p, const Item& it, uint8_t* smem,
-                                 uint32_t seq, uint32_t item) {
+                                 uint32_t seq, uint32_t item, int w) {
   const int wtid = threadIdx.x & (kSm90WgThreads - 1);
   const int warp = wtid >> 5, lane = wtid & 31, quad = lane & 3;
   const uint32_t base = SmemAddr(smem);
@@ -303,7 +304,7 @@ __device__ int RunConsumerNarrow(const MlaDecodeParams& p, const Item& it, uint8
     for (int e = 0; e < 8; ++e) st.o[m][e] = 0.0f;
   }
   MbarWait(bars.QFull(), item & 1);
-  for (int i = 0; i < nblk; ++i) RunBlock<kFp8, kW>(st, bars, base, seq + i, i, wtid, scale_log2);
+  for (int i = 0; i < nblk; ++i) RunBlock<kFp8>(w, st, bars, base, seq + i, i, wtid, scale_log2);
 
   // Row sums over the row group's lanes, then the four warps (the same in both consumers).
   float inv[4], lse[4];
@@ -311,18 +312,18 @@ __device__ int RunConsumerNarrow(const MlaDecodeParams& p, const Item& it, uint8
   for (int k = 0; k < 4; ++k) {
     const float lw = RowGroupSum(st.l[k]);
     if (lane < 4) {
-      StoreSharedF32(ScratchRow(base, kScratchSum) + 4 * ((kW * 4 + warp) * kRows + ColOf(k, quad)),
+      StoreSharedF32(ScratchRow(base, kScratchSum) + 4 * ((w * 4 + warp) * kRows + ColOf(k, quad)),
                      lw);
     }
   }
-  NamedBarrierSync(2 + kW, kSm90WgThreads);
+  NamedBarrierSync(2 + w, kSm90WgThreads);
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     float lt = 0.0f;
 #pragma unroll
-    for (int w = 0; w < 4; ++w) {
+    for (int wp = 0; wp < 4; ++wp) {
       lt += LoadSharedF32(ScratchRow(base, kScratchSum) +
-                          4 * ((kW * 4 + w) * kRows + ColOf(k, quad)));
+                          4 * ((w * 4 + wp) * kRows + ColOf(k, quad)));
     }
     inv[k] = lt > 0.0f ? p.kv_scale / lt : 0.0f;
     lse[k] = RowLse(st.m[k], lt);
@@ -334,19 +335,19 @@ __device__ int RunConsumerNarrow(const MlaDecodeParams& p, const Item& it, uint8
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       const int k = KOf(e), col = ColOf(k, quad), d = 64 * m + d0 + 8 * ((e >> 1) & 1);
-      StoreSharedF32(ScratchRow(base, 16 * kW + col) + StagingWord(col, d), st.o[m][e] * inv[k]);
+      StoreSharedF32(ScratchRow(base, 16 * w + col) + StagingWord(col, d), st.o[m][e] * inv[k]);
     }
   }
-  NamedBarrierSync(2 + kW, kSm90WgThreads);
+  NamedBarrierSync(2 + w, kSm90WgThreads);
   // 16 rows x 256 columns: a thread stores 4 consecutive columns of row wtid / 64 + 2 pass.
 #pragma unroll 2
   for (int pass = 0; pass < kRows / 2; ++pass) {
     const int row = 2 * pass + (wtid >> 6), d = 4 * (wtid & 63);
     if (row >= it.rows) continue;
-    const uint32_t at = ScratchRow(base, 16 * kW + row) + StagingWord(row, d);
+    const uint32_t at = ScratchRow(base, 16 * w + row) + StagingWord(row, d);
     const float v0 = LoadSharedF32(at), v1 = LoadSharedF32(at + 4), v2 = LoadSharedF32(at + 8),
                 v3 = LoadSharedF32(at + 12);
-    const int col0 = 256 * kW + d;
+    const int col0 = 256 * w + d;
     if (it.partial < 0 && p.o_fp32 != nullptr) {  // fp32 final O (CP ranks)
       *reinterpret_cast<float4*>(p.o_fp32 + FinalRow(p, it, row) * kDimV + col0) =
           make_float4(v0, v1, v2, v3);
@@ -358,7 +359,7 @@ __device__ int RunConsumerNarrow(const MlaDecodeParams& p, const Item& it, uint8
           make_float4(v0, v1, v2, v3);
     }
   }
-  if (kW == 0 && warp == 0 && lane < 4) {
+  if (w == 0 && warp == 0 && lane < 4) {
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       const int col = ColOf(k, quad);
@@ -378,9 +379,11 @@ template <bool kFp8>
 __global__ void __launch_bounds__(kSm90Threads, 1)
     MlaDecodeSm90NarrowKernel(const MlaDecodeParams p, const MLAPS_GRID_CONSTANT TmaMap kv_map) {
 #if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
-  RunSm90Block<kFp8, /*kWiden=*/kFp8, kRows, /*kTma=*/true>(
-      p, &kv_map, [&](auto w, const Item& it, uint8_t* smem, uint32_t seq, uint32_t item) {
-        return RunConsumerNarrow<kFp8, decltype(w)::value>(p, it, smem, seq, item);
+  // Both consumers run one instance of their code (half the hot code for the instruction
+  // caches).
+  RunSm90Block<kFp8, /*kWiden=*/kFp8, kRows, /*kTma=*/true, /*kOneConsumerCode=*/true>(
+      p, &kv_map, [&](int w, const Item& it, uint8_t* smem, uint32_t seq, uint32_t item) {
+        return RunConsumerNarrow<kFp8>(p, it, smem, seq, item, w);
       });
 #endif
 }

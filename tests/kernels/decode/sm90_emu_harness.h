@@ -138,15 +138,15 @@ inline void ExpectEmptyItemsKeepTheQTileInStep(const Sm90KernelUnderTest& k,
   EXPECT_TRUE(SameBits(got.lse, want.lse)) << "LSE differs with the empty items";
 }
 
-// CP round-robin (W ranks, I tokens a sub-page), bf16: every rank runs its shard with fp32
-// final O against the executor (final_o_bf16 = false) and the fp64 reference on the same view
+// CP round-robin (W ranks, I tokens a sub-page), bf16 unless asked: every rank runs its shard with
+// fp32 final O against the executor (final_o_bf16 = false) and the fp64 reference on the same view
 // with the CP hook (rows that see none of the rank's tokens exactly O = 0, LSE = -inf), then
 // the ranks merged against the unsharded reference.
 inline void CheckSm90CpRanks(const Sm90KernelUnderTest& k, int heads, int qlen,
                              const std::vector<int>& kv_lens, int world, int interleave,
-                             uint64_t seed) {
+                             uint64_t seed, DType dtype = DType::kBf16) {
   const int page = interleave == 1 ? 16 : 64;
-  const Batch global = MakeVarlenBatch(Arch::kSm90, DType::kBf16, heads, kv_lens, qlen, page);
+  const Batch global = MakeVarlenBatch(Arch::kSm90, dtype, heads, kv_lens, qlen, page);
   const sim::DecodeCase gc = sim::MakeDecodeCase(global, seed);
   const CpSharding s{world, interleave};
   std::vector<std::vector<float>> rank_o(world), rank_lse(world);
@@ -173,7 +173,7 @@ inline void CheckSm90CpRanks(const Sm90KernelUnderTest& k, int heads, int qlen,
     sim::ExecutorOptions options = ExecutorOptionsFor(k);
     options.final_o_bf16 = false;  // fp32 final O, as the kernel writes it with o_fp32
     const RunCheck check =
-        ExpectRunMatchesPlan(c.batch, plan, inputs, options, sim::GatesFor(DType::kBf16), got);
+        ExpectRunMatchesPlan(c.batch, plan, inputs, options, sim::GatesFor(dtype), got);
     ASSERT_EQ(got.error, "");
     empty_rows += check.empty_rows;
     std::printf("cp %s: %d items, %d split tiles; vs executor %s\n", name.c_str(), plan.num_works(),
@@ -184,8 +184,8 @@ inline void CheckSm90CpRanks(const Sm90KernelUnderTest& k, int heads, int qlen,
   }
   EXPECT_GT(empty_rows, 0);  // the short request leaves ranks / tokens with nothing
   SCOPED_TRACE(shape + " merged");
-  const std::string merged = ExpectMergedRanksMatchReference(global, gc.Inputs(), rank_o, rank_lse,
-                                                             sim::GatesFor(DType::kBf16));
+  const std::string merged =
+      ExpectMergedRanksMatchReference(global, gc.Inputs(), rank_o, rank_lse, sim::GatesFor(dtype));
   std::printf("cp %s merged vs unsharded reference: %s\n", shape.c_str(), merged.c_str());
 }
 

@@ -71,8 +71,6 @@ enum MlaDecodePath : int32_t {
   kMlaPathWgmmaNarrow = 4,  // the narrow-tile kernel (tiles of at most 16 rows only)
   kMlaPathWgmmaF16Pv = 5,   // the 64-row kernel with f16 P V from registers, bf16 and fp8
                             // (mla_decode_sm90_f16pv.h; bf16 V beyond f16's range reported)
-  kMlaPathWgmmaKvReg = 6,   // fp8: the 64-row kernel with both kv operands widened in registers
-                            // (mla_decode_sm90_kvreg.h), any tile of up to 64 rows; bf16: auto
 };
 
 // The status word. The first error any block meets wins (atomic compare-and-swap on code);

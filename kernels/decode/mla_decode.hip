@@ -8,7 +8,6 @@
 #include "kernels/decode/mla_decode_sm90.h"
 #include "kernels/decode/mla_decode_sm90_bf16.h"
 #include "kernels/decode/mla_decode_sm90_f16pv.h"
-#include "kernels/decode/mla_decode_sm90_kvreg.h"
 #include "kernels/decode/mla_decode_sm90_narrow.h"
 #include "kernels/decode/mla_reduce_device.h"
 #include "kernels/platform/hip_runtime.h"
@@ -101,13 +100,12 @@ const char* MlaDecodeParamsError(const MlaDecodeParams& p) {
     return "block_threads must be 0, 256 or 512";
   }
   if (p.path != kMlaPathAuto && p.path != kMlaPathMmaSync && p.path != kMlaPathWgmma &&
-      p.path != kMlaPathWgmmaF16 && p.path != kMlaPathWgmmaNarrow && p.path != kMlaPathWgmmaF16Pv &&
-      p.path != kMlaPathWgmmaKvReg) {
+      p.path != kMlaPathWgmmaF16 && p.path != kMlaPathWgmmaNarrow && p.path != kMlaPathWgmmaF16Pv) {
     return "path must be kMlaPathAuto, kMlaPathMmaSync, kMlaPathWgmma, kMlaPathWgmmaF16, "
-           "kMlaPathWgmmaNarrow, kMlaPathWgmmaF16Pv or kMlaPathWgmmaKvReg";
+           "kMlaPathWgmmaNarrow or kMlaPathWgmmaF16Pv";
   }
   if ((p.path == kMlaPathWgmma || p.path == kMlaPathWgmmaF16 || p.path == kMlaPathWgmmaNarrow ||
-       p.path == kMlaPathWgmmaF16Pv || p.path == kMlaPathWgmmaKvReg) &&
+       p.path == kMlaPathWgmmaF16Pv) &&
       (!kMmaPath || p.block_threads == 512)) {
     return "the wgmma paths need the NVIDIA build and the default block threads";
   }
@@ -165,35 +163,21 @@ bool UseCompact(const MlaDecodeParams& p) {
   return mla::UseCompactLayout(p, sms);
 }
 
-// Whether the launch takes the automatic choice: kMlaPathAuto, or the fp8 kernel with the kv
-// operands in registers asked for on bf16 inputs.
-bool IsAuto(const MlaDecodeParams& p) {
-  return p.path == kMlaPathAuto || (p.path == kMlaPathWgmmaKvReg && p.dtype != kMlaFp8E4m3fn);
-}
-
 // Whether the narrow-tile sm90 kernel runs the launch (MlaDecodePath): asked for, or auto on
 // tiles of <= 16 rows at one block an SM.
 bool UseNarrow(const MlaDecodeParams& p) {
   if (!kMmaPath) return false;
   if (p.path == kMlaPathWgmmaNarrow) return true;
-  return IsAuto(p) && mla::CompactLayoutFits(p) && !UseCompact(p);
+  return p.path == kMlaPathAuto && mla::CompactLayoutFits(p) && !UseCompact(p);
 }
 
 // Whether the 64-row sm90 kernel with f16 P V from registers runs the launch (asked for).
 bool UseF16Pv(const MlaDecodeParams& p) { return kMmaPath && p.path == kMlaPathWgmmaF16Pv; }
 
-// Whether the fp8 64-row sm90 kernel with the kv operands in registers runs it (asked for, fp8
-// inputs; any tile of up to 64 rows).
-bool UseKvReg(const MlaDecodeParams& p) {
-  return kMmaPath && p.path == kMlaPathWgmmaKvReg && p.dtype == kMlaFp8E4m3fn;
-}
-
 // Whether another 64-row sm90 wgmma kernel runs the launch (MlaDecodePath), and which: the
 // f16-tile one (fp8, or bf16 when asked for) or the bf16 one.
 bool UseWgmma(const MlaDecodeParams& p) {
-  if (!kMmaPath || p.path == kMlaPathMmaSync || UseNarrow(p) || UseF16Pv(p) || UseKvReg(p)) {
-    return false;
-  }
+  if (!kMmaPath || p.path == kMlaPathMmaSync || UseNarrow(p) || UseF16Pv(p)) return false;
   if (p.path == kMlaPathWgmma || p.path == kMlaPathWgmmaF16) return true;
   return p.block_threads != 512 && !UseCompact(p);
 }
@@ -206,7 +190,6 @@ bool UseF16Tiles(const MlaDecodeParams& p) {
 int64_t MlaDecodeSharedBytes(const MlaDecodeParams& p) {
   if (!kMmaPath) return 0;
   if (UseNarrow(p) || UseF16Pv(p)) return mla::SmemSm90::kBytes;
-  if (UseKvReg(p)) return mla::sm90_kvreg::SmemKvReg::kBytes;
   if (UseWgmma(p)) {
     return UseF16Tiles(p) ? mla::SmemSm90::kBytes : mla::sm90_bf16::SmemSm90::kBytes;
   }
@@ -221,7 +204,6 @@ const char* MlaDecodeKernelName(const MlaDecodeParams& p) {
   if (!kMmaPath) return "generic";
   if (UseNarrow(p)) return "narrow";
   if (UseF16Pv(p)) return "f16pv";
-  if (UseKvReg(p)) return "kvreg";
   if (UseWgmma(p)) return UseF16Tiles(p) ? "f16" : "bf16";
   return "mma";
 }
@@ -279,22 +261,6 @@ int LaunchMlaDecode(const MlaDecodeParams& params, void* stream) {
   const bool wide = threads == 512;
   const bool compact = UseCompact(params);
   const bool f16_tiles = UseWgmma(params) && UseF16Tiles(params);
-  if (UseKvReg(params)) {
-    static std::atomic<bool> kvreg_allowed{false};
-    using TmaKernel = void (*)(MlaDecodeParams, mla::TmaMap);
-    const TmaKernel kernel = mla::sm90_kvreg::MlaDecodeSm90KvRegKernel;
-    mla::TmaMap kv_map;
-    if (const hipError_t e = EncodeKvMap(params, &kv_map); e != hipSuccess) return e;
-    if (!kvreg_allowed.load(std::memory_order_acquire)) {
-      const hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(kernel),
-                                               hipFuncAttributeMaxDynamicSharedMemorySize, smem);
-      if (e != hipSuccess) return e;
-      kvreg_allowed.store(true, std::memory_order_release);
-    }
-    hipLaunchKernelGGL(kernel, dim3(params.num_cu), dim3(mla::sm90_kvreg::kKvRegThreads), smem,
-                       static_cast<hipStream_t>(stream), params, kv_map);
-    return hipGetLastError();
-  }
   if (UseNarrow(params) || UseF16Pv(params) || f16_tiles) {
     // The kernels that take the kv cache's TMA map: [narrow, f16pv, f16 tiles, f16 tiles without
     // TMA][fp8]. With pages of fewer than 64 tokens (sparse: one) no kv block is one TMA load,

@@ -230,10 +230,8 @@ __device__ __forceinline__ uint32_t PAt(uint32_t p_tile, int row, int token) {
 // Copy thread `ctid`'s cp.async of the chunks at positions [pos0, pos1) (ChunkAt(slot, .)) of a
 // tile at `tile` from `src` rows of `rows`: bf16 units to their swizzled place, e4m3 units to
 // the chunk's staging half; the tile's first kRows rows only. Row by row, so one source address
-// is live at a time. kChunkBytes / kRawAt: the chunks' stride and where e4m3 rows land in a
-// chunk (64 bytes a row), for layouts other than this file's.
-template <bool kFp8, int kRows = 64, int kChunkBytes = SmemSm90::kChunk,
-          int kRawAt = ChunkMap<kFp8>::kStaging>
+// is live at a time.
+template <bool kFp8, int kRows = 64>
 __device__ __forceinline__ void CopyChunks(const uint8_t* rows, const RowSources<kFp8>& src,
                                            int slot, int pos0, int pos1, int ctid, uint8_t* tile) {
 #if defined(MLAPS_SM90_PROBE_SKIP_COPY)
@@ -248,11 +246,11 @@ __device__ __forceinline__ void CopyChunks(const uint8_t* rows, const RowSources
     const bool valid = src.row[k] >= 0;
     const uint8_t* from =
         valid ? rows + static_cast<int64_t>(src.row[k]) * M::kRowBytes + unit * 16 : rows;
-    uint8_t* to = tile + (kFp8 ? kRawAt + row * 64 + unit * 16 : ChunkUnit(row, unit));
+    uint8_t* to = tile + (kFp8 ? M::kStaging + row * 64 + unit * 16 : ChunkUnit(row, unit));
 #pragma unroll
     for (int pos = pos0; pos < pos1; ++pos) {
       const int c = ChunkAt(slot, pos);
-      CpAsync16(to + c * kChunkBytes, valid ? from + c * 64 * M::kElem : rows, valid);
+      CpAsync16(to + c * SmemSm90::kChunk, valid ? from + c * 64 * M::kElem : rows, valid);
     }
   }
 }

@@ -212,16 +212,6 @@ __device__ __forceinline__ float LoadSharedF32(uint32_t addr) {
   memcpy(&v, mlaps_emu::SmemBytes(addr, 4), 4);
   return v;
 }
-__device__ __forceinline__ uint32_t LoadShared32(uint32_t addr) {
-  uint32_t v;
-  memcpy(&v, mlaps_emu::SmemBytes(addr, 4), 4);
-  return v;
-}
-__device__ __forceinline__ uint2 LoadShared64(uint32_t addr) {
-  uint2 v;
-  memcpy(&v, mlaps_emu::SmemBytes(addr, 8), 8);
-  return v;
-}
 // Per bf16 half: the larger magnitude of acc and two, NaN ignored, with the xor of their signs
 // (max.xorsign.abs.bf16x2: one instruction); only the magnitude is meant to be read.
 __device__ __forceinline__ uint32_t FoldMagnitudeBf16x2(uint32_t acc, uint32_t two) {
@@ -586,16 +576,6 @@ __device__ __forceinline__ void StoreSharedF32(uint32_t addr, float v) {
 __device__ __forceinline__ float LoadSharedF32(uint32_t addr) {
   float v;
   asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
-  return v;
-}
-__device__ __forceinline__ uint32_t LoadShared32(uint32_t addr) {
-  uint32_t v;
-  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
-  return v;
-}
-__device__ __forceinline__ uint2 LoadShared64(uint32_t addr) {
-  uint2 v;
-  asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "r"(addr) : "memory");
   return v;
 }
 __device__ __forceinline__ uint4 LoadShared128(uint32_t addr) {

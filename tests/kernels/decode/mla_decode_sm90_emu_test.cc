@@ -234,6 +234,14 @@ TEST_P(Sm90Fp8KernelTest, Fp8ManyItemsOnOneBlock) {
                 "fp8 H64 q1 6 items cu1");
 }
 
+TEST_P(Sm90Fp8KernelTest, Fp8CpRoundRobinW2I16) {
+  CheckSm90CpRanks(GetParam(), 16, 2, {2, 75, 40}, 2, 16, 103, DType::kFp8);
+}
+
+TEST_P(Sm90Fp8KernelTest, Fp8CpRoundRobinW3I1) {
+  CheckSm90CpRanks(GetParam(), 64, 1, {1, 70, 33}, 3, 1, 104, DType::kFp8);
+}
+
 // A bad page id on the fp8 path: reported (the kernel reads zeros for it instead).
 TEST_P(Sm90Fp8KernelTest, Fp8StatusWordReportsABadPage) {
   const Batch batch = MakeVarlenBatch(Arch::kSm90, DType::kFp8, 64, {40, 200}, 1, 16);

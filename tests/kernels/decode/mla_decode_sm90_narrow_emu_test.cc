@@ -118,8 +118,8 @@ TEST_P(NarrowKernelTest, EmptyItemsKeepTheQTileInStep) {
                                               NarrowPlan(batch, 1));
 }
 
-TEST(MlaDecodeSm90NarrowEmuTest, CpRoundRobinW2I16) {
-  testing::CheckSm90CpRanks(kNarrow, 16, 1, {2, 75, 40}, 2, 16, 103);
+TEST_P(NarrowKernelTest, CpRoundRobinW2I16) {
+  testing::CheckSm90CpRanks(kNarrow, 16, 1, {2, 75, 40}, 2, 16, 103, dtype());
 }
 
 // bf16 stays bf16 on this kernel (no f16 widening): a V value beyond f16's range is computed

@@ -1126,12 +1126,6 @@ TEST(MlaDecodeApi, RefusesBadParams) {
     k.path = kMlaPathWgmmaF16Pv;  // any tile of up to 64 rows, when asked for
     EXPECT_STREQ(MlaDecodeKernelName(k), "f16pv");
     EXPECT_EQ(MlaDecodeParamsError(k), nullptr) << MlaDecodeParamsError(k);
-    k.path = kMlaPathWgmmaKvReg;  // fp8 on the kv-register kernel, bf16 as auto
-    EXPECT_STREQ(MlaDecodeKernelName(k), dtype == kMlaBf16 ? "bf16" : "kvreg");
-    EXPECT_EQ(MlaDecodeParamsError(k), nullptr) << MlaDecodeParamsError(k);
-    k.tokens_per_tile = 1;  // 16 rows: fp8 still on it when asked for, bf16 narrow as auto
-    EXPECT_STREQ(MlaDecodeKernelName(k), dtype == kMlaBf16 ? "narrow" : "kvreg");
-    k.tokens_per_tile = 4;
     k.path = kMlaPathWgmmaNarrow;
     EXPECT_NE(MlaDecodeParamsError(k), nullptr);
   }

@@ -258,13 +258,6 @@ inline unsigned long long __ballot64(int predicate) {
 }
 
 inline int __ffs(int x) { return __builtin_ffs(x); }
-// Byte i of the result: byte (s >> 4 i) & 7 of the eight bytes y:x (x bytes 0-3, y 4-7).
-inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
-  const unsigned long long both = (static_cast<unsigned long long>(y) << 32) | x;
-  unsigned out = 0;
-  for (int i = 0; i < 4; ++i) out |= ((both >> (8 * ((s >> (4 * i)) & 7))) & 0xffu) << (8 * i);
-  return out;
-}
 inline int __ffsll(long long x) { return __builtin_ffsll(x); }
 inline float __fdividef(float a, float b) { return a / b; }
 // CUDA's min / max overloads for mixed integer types: the usual arithmetic conversions.

@@ -11,28 +11,63 @@ namespace mla {
 
 // ---- The reduce kernel -----------------------------------------------------------------------
 
-// Merges the pieces of one (token, head) row into final O / LSE: g = max of the live LSEs
-// (finite ones; NaN / +-inf count as -inf), lse = g + ln(sum exp(lse_p - g)),
-// O = sum exp(lse_p - lse) O_p. kLanes threads share the row (lane: this thread's), each
-// holding kDimV / kLanes columns as float4 chunks whose loads issue together. kFew > 0: at
-// most kFew pieces, all loads issued together; 0: any number, two passes over the LSEs and
-// then one piece at a time.
+// Loads this lane's columns of one partial O row (kChunks float4 chunks, 4 * kLanes floats
+// apart), all loads issued together.
+template <int kChunks, int kLanes>
+__device__ __forceinline__ void LoadPieceColumns(const float* row, int lane, float4 (&v)[kChunks]) {
+#pragma unroll
+  for (int k = 0; k < kChunks; ++k) {
+    v[k] = *reinterpret_cast<const float4*>(row + 4 * lane + 4 * kLanes * k);
+  }
+}
+
+// acc += wgt * v, chunk by chunk.
+template <int kChunks>
+__device__ __forceinline__ void AddWeighted(float wgt, const float4 (&v)[kChunks],
+                                            float4 (&acc)[kChunks]) {
+#pragma unroll
+  for (int k = 0; k < kChunks; ++k) {
+    acc[k].x += wgt * v[k].x;
+    acc[k].y += wgt * v[k].y;
+    acc[k].z += wgt * v[k].z;
+    acc[k].w += wgt * v[k].w;
+  }
+}
+
+// Merges the pieces (n >= 1) of one (token, head) row into final O / LSE: g = max of the live
+// LSEs (finite ones; NaN / +-inf count as -inf), lse = g + ln(sum exp(lse_p - g)),
+// O = sum exp(lse_p - lse) O_p over the live pieces. kLanes threads share the row (lane: this
+// thread's), each holding kDimV / kLanes columns as float4 chunks. kFew > 0: at most kFew
+// pieces, whose LSE loads issue together; 0: any number, three passes over the LSEs. The
+// partial O rows are loaded two pieces at a time, the first two together with the LSEs (they
+// do not depend on them), so that a row of two pieces (the common split) costs one round
+// trip to memory instead of three. A dead piece's O is loaded but never read, so garbage in
+// it cannot reach O.
 template <int kFew, int kLanes>
 __device__ __forceinline__ void MergeRow(const MlaReduceParams& p, const int32_t* locs, int n,
                                          int64_t tok, int hh, int hg, int64_t out_row, int lane) {
   constexpr int kChunks = kDimV / (4 * kLanes);
   static_assert(kChunks * 4 * kLanes == kDimV, "the row's columns split evenly over the lanes");
+  auto piece_row = [&](int j) { return (static_cast<int64_t>(locs[j]) + tok) * hg + hh; };
+  // Pieces j and j + 1 (the last piece again past n: a load in bounds, never added).
+  float4 v0[kChunks], v1[kChunks];
+  auto load_pair = [&](int j) {
+    LoadPieceColumns<kChunks, kLanes>(p.partial_o + piece_row(j) * kDimV, lane, v0);
+    LoadPieceColumns<kChunks, kLanes>(p.partial_o + piece_row(j + 1 < n ? j + 1 : j) * kDimV, lane,
+                                      v1);
+  };
+  if (n > 0) load_pair(0);
   float gmax = NegInf();
   float lse_p[kFew > 0 ? kFew : 1];
   if (kFew > 0) {
 #pragma unroll
     for (int j = 0; j < (kFew > 0 ? kFew : 1); ++j) {
-      lse_p[j] = j < n ? p.partial_lse[(locs[j] + tok) * hg + hh] : NegInf();
+      lse_p[j] = j < n ? p.partial_lse[piece_row(j)] : NegInf();
       if (IsFiniteF(lse_p[j])) gmax = MaxF(gmax, lse_p[j]);
     }
   } else {
     for (int j = 0; j < n; ++j) {
-      const float x = p.partial_lse[(locs[j] + tok) * hg + hh];
+      const float x = p.partial_lse[piece_row(j)];
       if (IsFiniteF(x)) gmax = MaxF(gmax, x);
     }
   }
@@ -52,37 +87,28 @@ __device__ __forceinline__ void MergeRow(const MlaReduceParams& p, const int32_t
       }
     } else {
       for (int j = 0; j < n; ++j) {
-        const float x = p.partial_lse[(locs[j] + tok) * hg + hh];
+        const float x = p.partial_lse[piece_row(j)];
         if (IsFiniteF(x)) sum += expf(x - gmax);
       }
     }
     lse = gmax + logf(sum);
-    // acc += exp(lse_j - lse) O_j over the live pieces, all chunks of a piece at once.
-    auto add_piece = [&](int j, float lse_j) {
-      const float wgt = expf(lse_j - lse);
-      const float* src = p.partial_o + ((locs[j] + tok) * hg + hh) * kDimV + 4 * lane;
-      float4 v[kChunks];
-#pragma unroll
-      for (int k = 0; k < kChunks; ++k) {
-        v[k] = *reinterpret_cast<const float4*>(src + 4 * kLanes * k);
-      }
-#pragma unroll
-      for (int k = 0; k < kChunks; ++k) {
-        acc[k].x += wgt * v[k].x;
-        acc[k].y += wgt * v[k].y;
-        acc[k].z += wgt * v[k].z;
-        acc[k].w += wgt * v[k].w;
-      }
+    // Adds the loaded pair with the pieces' LSEs (-inf past n: not added).
+    auto add_pair = [&](float a, float b) {
+      if (IsFiniteF(a)) AddWeighted<kChunks>(expf(a - lse), v0, acc);
+      if (IsFiniteF(b)) AddWeighted<kChunks>(expf(b - lse), v1, acc);
     };
     if (kFew > 0) {
 #pragma unroll
-      for (int j = 0; j < (kFew > 0 ? kFew : 1); ++j) {
-        if (IsFiniteF(lse_p[j])) add_piece(j, lse_p[j]);
+      for (int j = 0; j < (kFew > 0 ? kFew : 1); j += 2) {
+        if (j >= n) break;
+        if (j > 0) load_pair(j);
+        add_pair(lse_p[j], j + 1 < kFew ? lse_p[j + 1] : NegInf());
       }
     } else {
-      for (int j = 0; j < n; ++j) {
-        const float x = p.partial_lse[(locs[j] + tok) * hg + hh];
-        if (IsFiniteF(x)) add_piece(j, x);
+      for (int j = 0; j < n; j += 2) {
+        if (j > 0) load_pair(j);
+        add_pair(p.partial_lse[piece_row(j)],
+                 j + 1 < n ? p.partial_lse[piece_row(j + 1)] : NegInf());
       }
     }
   }
@@ -120,6 +146,20 @@ __device__ __forceinline__ void MergeRows(const MlaReduceParams& p, const int32_
       MergeRow<0, kLanes>(p, locs, n, tok, hh, hg, out_row, lane);
     }
   }
+}
+
+// MergeRows with kReduceThreads / at_once lanes a row (at_once a power of two <= kAtOnce).
+template <int kAtOnce>
+__device__ __forceinline__ void MergeRowsAtOnce(const MlaReduceParams& p, const int32_t* locs,
+                                                int n, int rows, int hg, int64_t out_row0,
+                                                int at_once) {
+  if constexpr (kAtOnce > 1) {
+    if (at_once < kAtOnce) {
+      MergeRowsAtOnce<kAtOnce / 2>(p, locs, n, rows, hg, out_row0, at_once);
+      return;
+    }
+  }
+  MergeRows<kReduceThreads / kAtOnce>(p, locs, n, rows, hg, out_row0);
 }
 
 // Rows a reduce block merges side by side for a tile of `rows` rows: as few as fill the
@@ -205,20 +245,7 @@ __device__ inline void ReduceBlock(const MlaReduceParams& p) {
   // above reads the plan only; the partials are the decode's, complete and visible past
   // this wait.
   mlapsGridDependencyWait();
-  switch (at_once) {
-    case 1:
-      MergeRows<kReduceThreads>(p, locs, n, rows, hg, out_row0);
-      break;
-    case 2:
-      MergeRows<kReduceThreads / 2>(p, locs, n, rows, hg, out_row0);
-      break;
-    case 4:
-      MergeRows<kReduceThreads / 4>(p, locs, n, rows, hg, out_row0);
-      break;
-    default:
-      MergeRows<kReduceThreads / 8>(p, locs, n, rows, hg, out_row0);
-      break;
-  }
+  MergeRowsAtOnce<kReduceRowsAtOnce>(p, locs, n, rows, hg, out_row0, at_once);
 }
 
 __global__ void __launch_bounds__(kReduceThreads) MlaReduceKernel(const MlaReduceParams p) {

@@ -204,9 +204,10 @@ inline std::string Describe(const Batch& b, const Resolved& r) {
 
 struct MatchStats {
   int cases = 0, identical = 0, parallel_converged = 0, parallel_rounds = 0;
-  int too_large = 0;   // more tiles than the device's shared memory holds: skipped
-  int with_lanes = 0;  // cases whose host plan has kv lanes (PlanSizes::kv_lanes > 1)
-  int jumped = 0;      // cases the default walk finished with its jump tables
+  int too_large = 0;    // more tiles than the device's shared memory holds: skipped
+  int with_lanes = 0;   // cases whose host plan has kv lanes (PlanSizes::kv_lanes > 1)
+  int jumped = 0;       // cases the default walk finished with its jump tables
+  int last_rounds = 0;  // the last case's scan_iterations in the default walk
 };
 
 // Plans `batch` on both sides in every walk mode; returns "" when all are byte-identical.
@@ -250,6 +251,7 @@ std::string PlanAndCompare(Runner& runner, const Batch& batch, const PlanOptions
       stats->parallel_rounds += st.scan_iterations;
     }
     if (walk == 0) stats->jumped += st.scan_iterations >= 2000;
+    if (walk == 0) stats->last_rounds = st.scan_iterations;
   }
   ++stats->identical;
   return "";
@@ -547,6 +549,21 @@ void CheckRepresentativeCases(Runner& runner) {
   for (const Case& c : cases) {
     const std::string diff = PlanAndCompare(runner, c.batch, c.options, &stats);
     EXPECT_EQ(diff, "") << c.name;
+  }
+  // A uniform batch of whole tiles a CU (128 tiles of 128 kv blocks on 132 CUs, each tile's
+  // cost within the payload): the first round checks out from the uniform guesses.
+  for (int overhead : {-1, 1, 4}) {
+    PlanOptions o;
+    o.num_cu = 132;
+    o.fixed_overhead = overhead;
+    const Batch whole = MakeUniformBatch(Arch::kSm90, DType::kFp8, 16, 128, 4, 8192, 64);
+    MatchStats one;
+    EXPECT_EQ(PlanAndCompare(runner, whole, o, &one), "") << "overhead " << overhead;
+    absl::StatusOr<WorkPlan> plan = PlanDecode(whole, o);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    if (plan->num_reduce_tiles() == 0) {
+      EXPECT_EQ(one.last_rounds, 1) << "overhead " << overhead;
+    }
   }
   std::printf(
       "[%s planner] representative: %d cases x %d walk modes, %d byte-identical, %d with kv "

@@ -1,6 +1,7 @@
 #include "metadata/planner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <utility>
@@ -58,6 +59,21 @@ VariantQuery VariantQueryOf(const Batch& batch, bool lse) {
   return query;
 }
 
+int DefaultFixedOverhead(const ResolvedVariant& variant, Arch arch, int page_size,
+                         int kv_granularity, int num_cu) {
+  const bool several = num_cu == 0 ? variant.blocks_per_cu > 1 : num_cu > DefaultNumCu(arch);
+  const UnitCosts unit =
+      TileUnitCosts(variant.cost, variant.heads_per_group * variant.tokens_per_tile, several);
+  if (!(unit.ns_per_block > 0) || !(unit.ns_per_item >= 0)) {
+    return std::max<int>(1, CeilDiv(16, page_size));
+  }
+  const int fitted = variant.cost.kv_granularity();
+  const double per_block =
+      fitted > 0 ? unit.ns_per_block * kv_granularity / fitted : unit.ns_per_block;
+  const double blocks = std::ceil(unit.ns_per_item / per_block);
+  return static_cast<int>(std::clamp(blocks, 1.0, static_cast<double>(1 << 20)));
+}
+
 absl::StatusOr<PlanOptions> ResolveOptions(const Batch& batch, const PlanOptions& options) {
   PlanOptions o = options;
   if (o.num_cu == 0) o.num_cu = DefaultNumCu(batch.arch);
@@ -72,11 +88,18 @@ absl::StatusOr<PlanOptions> ResolveOptions(const Batch& batch, const PlanOptions
                      ": must be a power of two in [1, 65536] (0: max(16, page_size))"));
   }
   if (o.fixed_overhead == -1) {
-    o.fixed_overhead = std::max<int>(1, CeilDiv(16, batch.page_size));
+    // The variant at the batch's largest qlen (one at least); a batch no variant serves takes
+    // AITER's default here and fails where the variant is needed.
+    VariantQuery vq = VariantQueryOf(batch, o.lse);
+    vq.qlen = std::max(1, vq.qlen);
+    absl::StatusOr<ResolvedVariant> v = ResolveVariant(vq);
+    o.fixed_overhead = v.ok() ? DefaultFixedOverhead(*v, batch.arch, batch.page_size,
+                                                     o.kv_granularity, options.num_cu)
+                              : std::max<int>(1, CeilDiv(16, batch.page_size));
   }
   if (o.fixed_overhead < 0 || o.fixed_overhead > (1 << 20)) {
     return absl::InvalidArgumentError(absl::StrCat("fixed_overhead = ", o.fixed_overhead,
-                                                   ": must be in [0, 2^20] (-1: AITER's default)"));
+                                                   ": must be in [0, 2^20] (-1: the default)"));
   }
   if (o.max_split_per_batch < 0) {
     return absl::InvalidArgumentError(absl::StrCat("max_split_per_batch = ", o.max_split_per_batch,

@@ -37,7 +37,7 @@ struct PlanOptions {
                                 // x the variant's blocks_per_cu for the plan's tiles
   int kv_granularity = 0;       // kv tokens per cost block, a power of two; 0: AITER's
                                 // max(16, page_size), so splits fall on page boundaries
-  int fixed_overhead = -1;      // blocks per work item; -1: AITER's max(1, ceil(16 / page))
+  int fixed_overhead = -1;      // blocks per work item; -1: DefaultFixedOverhead
   int max_split_per_batch = 0;  // most pieces per qo tile; 0: no limit beyond num_cu
   PlanPolicy policy = PlanPolicy::kGreedyPayload;
   bool lse = false;  // the caller needs LSE (restricts the variant)
@@ -85,6 +85,17 @@ struct Assignment {
 
 // The registry query of a batch: its arch, dtypes, H, largest qlen and CP flag.
 VariantQuery VariantQueryOf(const Batch& batch, bool lse);
+
+// The blocks a work item is charged when PlanOptions::fixed_overhead is -1: where the
+// variant's registry row is calibrated, its cost of one item in cost blocks of
+// kv_granularity tokens, rounded up (the tiles' entry at the occupancy of a grid of num_cu
+// blocks, num_cu 0 the default grid: TileUnitCosts); else AITER's max(1, ceil(16 /
+// page_size)). At least 1. Charging items what they cost keeps the greedy payload from
+// stacking many short items on one CU and from splitting a tile to save less time than its
+// extra item and the reduce cost (e.g. on the H200, 128 x 8192 tokens at (16, 4): 128 tiles on
+// 132 CUs run whole instead of split in two).
+int DefaultFixedOverhead(const ResolvedVariant& variant, Arch arch, int page_size,
+                         int kv_granularity, int num_cu);
 
 // The options with defaults filled in and checked against the batch. num_cu 0 becomes
 // DefaultNumCu(arch); PlanDecode then multiplies that default by the variant's

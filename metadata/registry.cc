@@ -142,7 +142,8 @@ namespace {
 
 bool NonNegativeFinite(double x) { return std::isfinite(x) && x >= 0; }
 
-// Costs are times: finite and >= 0; tile entries name distinct rows in [1, rows_per_tile].
+// Costs are times: finite and >= 0; tile entries name rows in [1, rows_per_tile], each rows
+// value at most once for one block a CU and once for several.
 absl::Status ValidateCost(const proto::CostModel& cost, int rows_per_tile,
                           const std::string& label) {
   if (!NonNegativeFinite(cost.ns_per_block()) || !NonNegativeFinite(cost.ns_per_item())) {
@@ -162,9 +163,11 @@ absl::Status ValidateCost(const proto::CostModel& cost, int rows_per_tile,
       return absl::InvalidArgumentError(absl::StrCat(
           where, ".rows = ", t.rows(), " is outside [1, rows_per_tile = ", rows_per_tile, "]"));
     }
-    if (!rows.insert(t.rows()).second) {
+    // At most one entry a rows value for each occupancy: one block a CU, or several.
+    if (!rows.insert(2 * t.rows() + (t.blocks_per_cu() > 1 ? 1 : 0)).second) {
       return absl::InvalidArgumentError(
-          absl::StrCat(where, ".rows = ", t.rows(), " repeats an earlier entry"));
+          absl::StrCat(where, ".rows = ", t.rows(), " repeats an earlier entry of ",
+                       t.blocks_per_cu() > 1 ? "several blocks" : "one block", " a CU"));
     }
     if (!NonNegativeFinite(t.ns_per_block()) || !NonNegativeFinite(t.ns_per_item())) {
       return absl::InvalidArgumentError(absl::StrCat(where, " ns_per_block = ", t.ns_per_block(),
@@ -297,9 +300,11 @@ absl::StatusOr<ResolvedVariant> ResolveVariant(const proto::KernelRegistry& regi
       if (v.heads_per_group > v.rows_per_tile) continue;  // unvalidated registry
       v.tokens_per_tile = std::min(query.qlen, v.rows_per_tile / v.heads_per_group);
       v.cost = row.cost();
+      // The first entry for the rows in use sets the default occupancy.
       for (const proto::TileCost& t : row.cost().tile()) {
         if (t.rows() == v.heads_per_group * v.tokens_per_tile) {
           v.blocks_per_cu = std::max(1, t.blocks_per_cu());
+          break;
         }
       }
       return v;
@@ -326,6 +331,20 @@ absl::StatusOr<ResolvedVariant> ResolveVariant(const proto::KernelRegistry& regi
     for (const auto& [nh, ql] : nearby) absl::StrAppend(&message, " (", nh, ",", ql, ")");
   }
   return absl::NotFoundError(message);
+}
+
+UnitCosts TileUnitCosts(const proto::CostModel& cost, int rows, bool several_blocks_per_cu) {
+  const proto::TileCost* entry = nullptr;
+  for (const proto::TileCost& t : cost.tile()) {
+    if (t.rows() != rows) continue;
+    if ((t.blocks_per_cu() > 1) == several_blocks_per_cu) {
+      entry = &t;
+      break;
+    }
+    if (several_blocks_per_cu && entry == nullptr) entry = &t;
+  }
+  if (entry != nullptr) return {entry->ns_per_block(), entry->ns_per_item()};
+  return {cost.ns_per_block(), cost.ns_per_item()};
 }
 
 absl::StatusOr<ResolvedVariant> ResolveVariant(const VariantQuery& query) {

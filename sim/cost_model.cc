@@ -26,24 +26,18 @@ absl::StatusOr<CostParams> TimeCostParams(const Batch& batch, const PlanOptions&
   const double scale = cost.kv_granularity() > 0
                            ? static_cast<double>(p.kv_granularity) / cost.kv_granularity()
                            : 1.0;
-  for (const proto::TileCost& t : cost.tile()) {
-    // An entry for several blocks a CU describes that occupancy, which the kernels run only
-    // for a grid of more than one block a CU (UseCompactLayout in
-    // kernels/decode/mla_decode_device.h); a smaller grid runs the one-block-a-CU kernel,
-    // whose cost per kv block does not depend on the rows in use: the kernel-wide costs.
-    if (t.rows() == rows && (t.blocks_per_cu() <= 1 || plan.num_cu > DefaultNumCu(batch.arch))) {
-      p.per_block = t.ns_per_block() * scale;
-      p.per_item = t.ns_per_item();
-      return p;
-    }
-  }
-  if (!(cost.ns_per_block() > 0)) {
+  // The entry of the occupancy the plan's grid runs: several blocks a CU exactly for a grid of
+  // more than one block a CU (UseCompactLayout in kernels/decode/mla_decode_device.h). A grid
+  // of one block a CU without an entry for the rows runs the one-block-a-CU kernel, whose cost
+  // per kv block does not depend on the rows in use: the kernel-wide costs.
+  const UnitCosts unit = TileUnitCosts(cost, rows, plan.num_cu > DefaultNumCu(batch.arch));
+  if (!(unit.ns_per_block > 0)) {
     return absl::FailedPreconditionError(
         absl::StrCat("variant '", plan.variant, "' has no calibrated cost for ", rows,
-                     "-row tiles (no tile entry, ns_per_block = ", cost.ns_per_block(), ")"));
+                     "-row tiles (ns_per_block = ", unit.ns_per_block, ")"));
   }
-  p.per_block = cost.ns_per_block() * scale;
-  p.per_item = cost.ns_per_item();
+  p.per_block = unit.ns_per_block * scale;
+  p.per_item = unit.ns_per_item;
   return p;
 }
 

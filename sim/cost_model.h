@@ -39,8 +39,9 @@ struct CostReport {
 
 // Unit costs in nanoseconds from a calibrated cost model (the registry row of plan.variant,
 // see VariantCost): the tile entry for the plan's rows in use ((H / head_fold) *
-// tokens_per_tile; an entry with blocks_per_cu > 1 only for a plan of more than
-// DefaultNumCu(arch) CUs, the grid that runs that occupancy), else the model's ns_per_block /
+// tokens_per_tile) and the occupancy its grid runs (blocks_per_cu > 1 for a plan of more than
+// DefaultNumCu(arch) CUs, where a one-block entry stands in when there is no such entry; one
+// block a CU otherwise), else the model's ns_per_block /
 // ns_per_item; block costs scale with the plan's kv_granularity over the model's
 // (cost.kv_granularity). Makespans are then
 // predicted kernel times in ns (the decode alone: launch and reduce not included).

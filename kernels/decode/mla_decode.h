@@ -218,10 +218,10 @@ const char* MlaReduceParamsError(const MlaReduceParams& params);
 // <= 16 rows ((H / head_fold) x tokens_per_tile, e.g. H = 16 and qlen 1) with 256-thread
 // blocks run a compact 16-row layout (~111 KB, <= 128 registers, two blocks an SM) when the
 // grid (num_cu) exceeds the SM count; otherwise (sm90) the narrow-tile kernel on the 64-row
-// kernels' layout (~219 KB, one block an SM). The sm90 registry's blocks_per_cu: 2 on those
-// tiles makes the planner's default num_cu twice the CUs, so default plans fill both blocks;
-// plan num_cu = the SM count for the narrow kernel (faster from b = 64 ctx 8192 up on the
-// H200, slower at b = 32 ctx 1024: kernels/decode/notes.md, session 11).
+// kernels' layout (~219 KB, one block an SM). The planner's default grid is one block an SM
+// (the sm90 registry's first 16-row cost entry), so default plans run the narrow kernel
+// (faster from b = 64 ctx 8192 up on the H200); the registry's second 16-row entry
+// (blocks_per_cu: 2) costs a grid of two blocks an SM on the compact layout.
 int64_t MlaDecodeSharedBytes(const MlaDecodeParams& params);
 
 // The kernel LaunchMlaDecode runs for these params on this build and device: "generic" (AMD),

@@ -145,12 +145,13 @@ bool StepPlannerMatchesHost(const GpuPlannerParams& gp, const WorkPlan& plan,
 // topk); pairs: (q token, kv token) pairs attended (dense: qlen x kv tokens). docs/design.md:
 // bytes = kv_rows x 576 x elem + q rows x 576 x elem + o rows x 512 x 2;
 // flops = pairs x H x (576 + 512) x 2.
-// How one shape is planned and run: kv_lanes for PlanOptions (0: the default); sm90_per_sm:
-// one block an SM where the default is the compact mma.sync layout (two blocks an SM), which
-// runs those tiles on the narrow-tile sm90 kernel (MLAPS_MLA_PATH picks another).
+// How one shape is planned and run: kv_lanes for PlanOptions (0: the default); blocks_per_sm:
+// 0 the planner's default grid, else that many blocks an SM (2 on 16-row tiles: the compact
+// mma.sync layout, which the default grid of one block an SM leaves for the narrow-tile
+// kernel).
 struct Setting {
   int kv_lanes = 0;
-  bool sm90_per_sm = false;
+  int blocks_per_sm = 0;
 };
 
 bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const char* kind,
@@ -160,8 +161,8 @@ bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const ch
   const bool fp8 = batch.kv_dtype == DType::kFp8;
   PlanOptions options;
   options.kv_lanes = setting.kv_lanes;
-  if (setting.sm90_per_sm) options.num_cu = num_cu;
-  absl::StatusOr<WorkPlan> plan = setting.sm90_per_sm
+  if (setting.blocks_per_sm > 0) options.num_cu = num_cu * setting.blocks_per_sm;
+  absl::StatusOr<WorkPlan> plan = setting.blocks_per_sm > 0
                                       ? PlanDecode(batch, options)
                                       : bench::PlanForDevice(batch, options, num_cu);
   if (!plan.ok()) {
@@ -236,8 +237,8 @@ bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const ch
 
 // The settings a shape is measured with: the defaults; the other side of kv lanes as well
 // when lanes change the plan (kMaxKvLanes where the default has none, none where it has them);
-// the sm90 kernel at one block an SM as well where the default grid runs the compact layout
-// (so one run compares them).
+// two blocks an SM as well where the tiles hold <= 16 rows (the compact layout; so one run
+// compares it with the default narrow-tile kernel).
 std::vector<Setting> SettingsOf(const Batch& batch, int sms) {
   std::vector<Setting> settings = {Setting{}};
   PlanOptions options;
@@ -245,9 +246,12 @@ std::vector<Setting> SettingsOf(const Batch& batch, int sms) {
   absl::StatusOr<WorkPlan> lanes = bench::PlanForDevice(batch, options, sms);
   absl::StatusOr<WorkPlan> plain = bench::PlanForDevice(batch, PlanOptions{}, sms);
   if (lanes.ok() && plain.ok() && lanes->kv_lanes > 1) {
-    settings.push_back(Setting{plain->kv_lanes == 1 ? kMaxKvLanes : 1, false});
+    settings.push_back(Setting{plain->kv_lanes == 1 ? kMaxKvLanes : 1, 0});
   }
-  if (plain.ok() && plain->num_cu > sms) settings.push_back(Setting{0, true});
+  if (plain.ok() && plain->num_cu == sms &&
+      batch.num_heads / plain->head_fold * plain->tokens_per_tile <= 16) {
+    settings.push_back(Setting{0, 2});
+  }
   return settings;
 }
 

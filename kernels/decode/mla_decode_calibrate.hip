@@ -2,8 +2,9 @@
 //
 // For each dtype and each tile fill the sm90 kernels run (16, 32, 48, 64 q rows in use:
 // (H, qlen) = (16,1) (16,2) (16,3) (16,4) (32,1) (48,1) (64,1) (128,1) (128,2)), it plans batch
-// families with few long items, many short ones, varlen and split tiles, runs each plan
-// once in trace mode with per-item clocks, and fits
+// families with few long items, many short ones, varlen and split tiles on the planner's
+// default grid (and 16-row tiles also on two blocks an SM, the compact layout's grid), runs
+// each plan once in trace mode with per-item clocks, and fits
 //     cycles of an item = ns_per_block' * blocks + ns_per_item'
 // by least squares over every item of the fill (blocks = ceil(visible kv / kv_granularity),
 // as the cost model counts them; an item's time runs from its start to the next item's
@@ -22,6 +23,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -74,7 +76,8 @@ struct Sample {
 struct Run {
   std::string dtype, family;
   Shape shape;
-  int rows;  // q rows in use per tile
+  int rows;    // q rows in use per tile
+  int per_cu;  // blocks an SM of the grid
   int items;
   double traced_us;               // event time of the traced launch
   double busiest_cycles;          // the busiest CU's first start -> last end
@@ -160,127 +163,143 @@ int Main() {
               clock_khz / 1e3);
 
   const std::vector<Family> families = Families();
-  std::map<std::pair<std::string, int>, std::vector<Sample>> samples;  // (dtype, rows)
+  // (dtype, rows, blocks an SM)
+  std::map<std::tuple<std::string, int, int>, std::vector<Sample>> samples;
   std::vector<Run> runs;
   std::mt19937 rng(3);
-  const int total = 2 * static_cast<int>(std::size(kShapes) * families.size());
+  // Both dtypes x shapes x families, and the (16,1) shape's families at two blocks an SM.
+  const int total = 2 * static_cast<int>((std::size(kShapes) + 1) * families.size());
   for (DType dtype : {DType::kBf16, DType::kFp8}) {
     const bool fp8 = dtype == DType::kFp8;
     bench::FillDecodeBuffers(buffers, fp8, stream);
     for (const Shape& shape : kShapes) {
       for (const Family& family : families) {
-        Run run;
-        run.dtype = fp8 ? "fp8" : "bf16";
-        run.family = family.name;
-        run.shape = shape;
-        std::vector<int> lens = family.kv_lens;
-        for (int& l : lens) l = std::max(l, shape.qlen);
-        run.batch = MakeVarlenBatch(Arch::kSm90, dtype, shape.heads, lens, shape.qlen, page);
-        PlanOptions options;
-        absl::StatusOr<WorkPlan> plan = bench::PlanForDevice(run.batch, options, num_cu);
-        options.num_cu = plan.ok() ? plan->num_cu : num_cu;
-        absl::StatusOr<PlanOptions> resolved = ResolveOptions(run.batch, options);
-        if (!resolved.ok() || !plan.ok()) {
-          std::fprintf(stderr, "plan: %s\n", std::string(plan.status().message()).c_str());
-          return 1;
-        }
-        run.resolved = *resolved;
-        run.plan = *plan;
-        for (int a = 0; a < 2; ++a) {
-          absl::StatusOr<WorkPlan> alt = PlanDecode(run.batch, AlternativeOptions(options, a));
-          if (!alt.ok()) {
-            std::fprintf(stderr, "plan (%s): %s\n", kAlternatives[a],
-                         std::string(alt.status().message()).c_str());
+        for (int occupancy = 0; occupancy < 2; ++occupancy) {
+          Run run;
+          run.dtype = fp8 ? "fp8" : "bf16";
+          run.family = family.name;
+          run.shape = shape;
+          std::vector<int> lens = family.kv_lens;
+          for (int& l : lens) l = std::max(l, shape.qlen);
+          run.batch = MakeVarlenBatch(Arch::kSm90, dtype, shape.heads, lens, shape.qlen, page);
+          PlanOptions options;
+          // Occupancy 0: the planner's default grid; 1: two blocks an SM, for 16-row tiles only
+          // (the compact layout).
+          absl::StatusOr<WorkPlan> plan = bench::PlanForDevice(run.batch, options, num_cu);
+          if (occupancy == 1) {
+            if (!plan.ok() || plan->num_cu != num_cu ||
+                shape.heads / plan->head_fold * plan->tokens_per_tile > 16) {
+              continue;
+            }
+            options.num_cu = 2 * num_cu;
+            plan = PlanDecode(run.batch, options);
+          }
+          options.num_cu = plan.ok() ? plan->num_cu : num_cu;
+          absl::StatusOr<PlanOptions> resolved = ResolveOptions(run.batch, options);
+          if (!resolved.ok() || !plan.ok()) {
+            std::fprintf(stderr, "plan: %s\n", std::string(plan.status().message()).c_str());
             return 1;
           }
-          run.alt_plan[a] = *alt;
-        }
-        run.rows = shape.heads / plan->head_fold * plan->tokens_per_tile;
-        run.items = plan->num_works();
-        if (run.items > trace_capacity) {
-          std::fprintf(stderr, "trace buffer too small: %d items\n", run.items);
-          return 1;
-        }
-        const std::vector<int32_t> pages = bench::ShuffledPages(run.batch, rng);
+          run.resolved = *resolved;
+          run.plan = *plan;
+          for (int a = 0; a < 2; ++a) {
+            absl::StatusOr<WorkPlan> alt = PlanDecode(run.batch, AlternativeOptions(options, a));
+            if (!alt.ok()) {
+              std::fprintf(stderr, "plan (%s): %s\n", kAlternatives[a],
+                           std::string(alt.status().message()).c_str());
+              return 1;
+            }
+            run.alt_plan[a] = *alt;
+          }
+          run.rows = shape.heads / plan->head_fold * plan->tokens_per_tile;
+          run.per_cu = plan->num_cu / num_cu;
+          run.items = plan->num_works();
+          if (run.items > trace_capacity) {
+            std::fprintf(stderr, "trace buffer too small: %d items\n", run.items);
+            return 1;
+          }
+          const std::vector<int32_t> pages = bench::ShuffledPages(run.batch, rng);
 
-        // The other planner settings first, untraced: their measured times.
-        for (int a = 0; a < 2; ++a) {
-          bench::StagedCase alt;
-          if (!bench::StageCase(run.batch, run.alt_plan[a], pages, buffers, &alt) ||
-              !bench::RunChecked(alt, stream)) {
+          // The other planner settings first, untraced: their measured times.
+          for (int a = 0; a < 2; ++a) {
+            bench::StagedCase alt;
+            if (!bench::StageCase(run.batch, run.alt_plan[a], pages, buffers, &alt) ||
+                !bench::RunChecked(alt, stream)) {
+              return 1;
+            }
+            run.alt_measured_us[a] =
+                1e3 * TimeGraph(
+                          stream, [&] { LaunchMlaDecode(alt.decode, stream); }, 5, 5);
+          }
+
+          bench::StagedCase staged;
+          if (!bench::StageCase(run.batch, run.plan, pages, buffers, &staged) ||
+              !bench::RunChecked(staged, stream)) {
             return 1;
           }
-          run.alt_measured_us[a] =
+          run.measured_us =
               1e3 * TimeGraph(
-                        stream, [&] { LaunchMlaDecode(alt.decode, stream); }, 5, 5);
-        }
-
-        bench::StagedCase staged;
-        if (!bench::StageCase(run.batch, run.plan, pages, buffers, &staged) ||
-            !bench::RunChecked(staged, stream)) {
-          return 1;
-        }
-        run.measured_us = 1e3 * TimeGraph(
-                                    stream, [&] { LaunchMlaDecode(staged.decode, stream); }, 5, 5);
-        // The traced launch.
-        MlaDecodeParams traced = staged.decode;
-        traced.trace = trace;
-        traced.trace_capacity = trace_capacity;
-        traced.trace_counts = trace_counts;
-        traced.trace_clocks = true;
-        MLAPS_CHECK_HIP(hipEventRecord(ev0, stream));
-        if (LaunchMlaDecode(traced, stream) != 0) {
-          std::fprintf(stderr, "traced launch refused: %s\n", MlaDecodeParamsError(traced));
-          return 1;
-        }
-        MLAPS_CHECK_HIP(hipEventRecord(ev1, stream));
-        MLAPS_CHECK_HIP(hipEventSynchronize(ev1));
-        float ms = 0;
-        MLAPS_CHECK_HIP(hipEventElapsedTime(&ms, ev0, ev1));
-        run.traced_us = 1e3 * ms;
-        std::vector<MlaTraceEntry> entries(run.items);
-        const int blocks = run.plan.num_cu;
-        std::vector<int32_t> counts(blocks);
-        MLAPS_CHECK_HIP(hipMemcpy(entries.data(), trace, entries.size() * sizeof(MlaTraceEntry),
-                                  hipMemcpyDeviceToHost));
-        MLAPS_CHECK_HIP(
-            hipMemcpy(counts.data(), trace_counts, counts.size() * 4, hipMemcpyDeviceToHost));
-
-        sim::CostParams blocks_only = sim::BlockCostParams(run.batch, run.resolved);
-        blocks_only.per_block = 1.0;
-        blocks_only.per_item = 0.0;
-        std::vector<Sample>& fill = samples[{run.dtype, run.rows}];
-        run.cu_cycles.assign(blocks, 0.0);
-        for (int c = 0; c < blocks; ++c) {
-          const int w0 = run.plan.work_indptr[c], w1 = run.plan.work_indptr[c + 1];
-          if (counts[c] != w1 - w0) {
-            std::fprintf(stderr, "cu %d ran %d items, the plan gives it %d\n", c, counts[c],
-                         w1 - w0);
+                        stream, [&] { LaunchMlaDecode(staged.decode, stream); }, 5, 5);
+          // The traced launch.
+          MlaDecodeParams traced = staged.decode;
+          traced.trace = trace;
+          traced.trace_capacity = trace_capacity;
+          traced.trace_counts = trace_counts;
+          traced.trace_clocks = true;
+          MLAPS_CHECK_HIP(hipEventRecord(ev0, stream));
+          if (LaunchMlaDecode(traced, stream) != 0) {
+            std::fprintf(stderr, "traced launch refused: %s\n", MlaDecodeParamsError(traced));
             return 1;
           }
-          for (int i = w0; i < w1; ++i) {
-            const MlaTraceEntry& e = entries[i];
-            const int64_t end = i + 1 < w1 ? entries[i + 1].clock_begin : e.clock_end;
-            fill.push_back(
-                {sim::WorkItemCost(run.batch, run.plan, run.plan.work_info[i], blocks_only),
-                 static_cast<double>(end - e.clock_begin)});
+          MLAPS_CHECK_HIP(hipEventRecord(ev1, stream));
+          MLAPS_CHECK_HIP(hipEventSynchronize(ev1));
+          float ms = 0;
+          MLAPS_CHECK_HIP(hipEventElapsedTime(&ms, ev0, ev1));
+          run.traced_us = 1e3 * ms;
+          std::vector<MlaTraceEntry> entries(run.items);
+          const int blocks = run.plan.num_cu;
+          std::vector<int32_t> counts(blocks);
+          MLAPS_CHECK_HIP(hipMemcpy(entries.data(), trace, entries.size() * sizeof(MlaTraceEntry),
+                                    hipMemcpyDeviceToHost));
+          MLAPS_CHECK_HIP(
+              hipMemcpy(counts.data(), trace_counts, counts.size() * 4, hipMemcpyDeviceToHost));
+
+          sim::CostParams blocks_only = sim::BlockCostParams(run.batch, run.resolved);
+          blocks_only.per_block = 1.0;
+          blocks_only.per_item = 0.0;
+          std::vector<Sample>& fill = samples[{run.dtype, run.rows, run.per_cu}];
+          run.cu_cycles.assign(blocks, 0.0);
+          for (int c = 0; c < blocks; ++c) {
+            const int w0 = run.plan.work_indptr[c], w1 = run.plan.work_indptr[c + 1];
+            if (counts[c] != w1 - w0) {
+              std::fprintf(stderr, "cu %d ran %d items, the plan gives it %d\n", c, counts[c],
+                           w1 - w0);
+              return 1;
+            }
+            for (int i = w0; i < w1; ++i) {
+              const MlaTraceEntry& e = entries[i];
+              const int64_t end = i + 1 < w1 ? entries[i + 1].clock_begin : e.clock_end;
+              fill.push_back(
+                  {sim::WorkItemCost(run.batch, run.plan, run.plan.work_info[i], blocks_only),
+                   static_cast<double>(end - e.clock_begin)});
+            }
+            if (w1 > w0) {
+              run.cu_cycles[c] =
+                  static_cast<double>(entries[w1 - 1].clock_end - entries[w0].clock_begin);
+            }
           }
-          if (w1 > w0) {
-            run.cu_cycles[c] =
-                static_cast<double>(entries[w1 - 1].clock_end - entries[w0].clock_begin);
-          }
+          run.busiest_cycles = *std::max_element(run.cu_cycles.begin(), run.cu_cycles.end());
+          runs.push_back(std::move(run));
+          const Run& r = runs.back();
+          std::printf(
+              "[%3d/%d] %-4s H%-3d q%d %-26s rows %2d x%d items %5d: decode %8.1f us "
+              "(traced %8.1f us, busiest CU %.4g cycles); longest-first %8.1f us, no splits "
+              "%8.1f us\n",
+              static_cast<int>(runs.size()), total, r.dtype.c_str(), shape.heads, shape.qlen,
+              r.family.c_str(), r.rows, r.per_cu, r.items, r.measured_us, r.traced_us,
+              r.busiest_cycles, r.alt_measured_us[0], r.alt_measured_us[1]);
+          std::fflush(stdout);
         }
-        run.busiest_cycles = *std::max_element(run.cu_cycles.begin(), run.cu_cycles.end());
-        runs.push_back(std::move(run));
-        const Run& r = runs.back();
-        std::printf(
-            "[%3d/%d] %-4s H%-3d q%d %-26s rows %2d items %5d: decode %8.1f us "
-            "(traced %8.1f us, busiest CU %.4g cycles); longest-first %8.1f us, no splits "
-            "%8.1f us\n",
-            static_cast<int>(runs.size()), total, r.dtype.c_str(), shape.heads, shape.qlen,
-            r.family.c_str(), r.rows, r.items, r.measured_us, r.traced_us, r.busiest_cycles,
-            r.alt_measured_us[0], r.alt_measured_us[1]);
-        std::fflush(stdout);
       }
     }
   }
@@ -298,22 +317,23 @@ int Main() {
       clock_ghz, static_cast<int>(runs.size()), launch_us, clock_khz / 1e6);
 
   std::printf("\nFits (cycles of an item = a * blocks + b; blocks of kv_granularity = 64):\n");
-  std::printf("%-5s %5s %7s %12s %12s %10s %10s %7s %11s\n", "dtype", "rows", "items",
+  std::printf("%-5s %5s %6s %7s %12s %12s %10s %10s %7s %11s\n", "dtype", "rows", "per_sm", "items",
               "a cyc/block", "b cyc/item", "a ns", "b ns", "R^2", "median|res|");
-  std::map<std::pair<std::string, int>, Fit> fits;
+  std::map<std::tuple<std::string, int, int>, Fit> fits;
   for (const auto& [key, s] : samples) {
     const Fit f = LeastSquares(s);
     fits[key] = f;
-    std::printf("%-5s %5d %7d %12.1f %12.1f %10.1f %10.1f %7.4f %10.1f%%\n", key.first.c_str(),
-                key.second, f.n, f.slope, f.intercept, f.slope / clock_ghz, f.intercept / clock_ghz,
-                f.r2, 100 * f.median_rel);
+    std::printf("%-5s %5d %6d %7d %12.1f %12.1f %10.1f %10.1f %7.4f %10.1f%%\n",
+                std::get<0>(key).c_str(), std::get<1>(key), std::get<2>(key), f.n, f.slope,
+                f.intercept, f.slope / clock_ghz, f.intercept / clock_ghz, f.r2,
+                100 * f.median_rel);
   }
 
   // Predicted (simulator makespan under the fitted ns costs) vs measured decode time, and
   // whether the simulator orders the two policies as the GPU does.
   auto params_of = [&](const Run& r) {
     sim::CostParams p = sim::BlockCostParams(r.batch, r.resolved);
-    const Fit& f = fits[{r.dtype, r.rows}];
+    const Fit& f = fits[{r.dtype, r.rows, r.per_cu}];
     p.per_block = f.slope / clock_ghz;
     p.per_item = f.intercept / clock_ghz;
     return p;
@@ -339,9 +359,9 @@ int Main() {
       const double traced_ns = r.cu_cycles[c] / clock_ghz;
       cu_err.push_back(std::fabs(rep.cu_load[c] - traced_ns) / traced_ns);
     }
-    std::printf("%-5s %4d %4d %-26s %6d %11.1f %9.1f %+7.1f%% %6.1f%%", r.dtype.c_str(),
-                r.shape.heads, r.shape.qlen, r.family.c_str(), r.items, r.measured_us, sim_us,
-                100 * err, 100 * Median(cu_err));
+    std::printf("%-5s %4d %4d %-23s x%d %6d %11.1f %9.1f %+7.1f%% %6.1f%%", r.dtype.c_str(),
+                r.shape.heads, r.shape.qlen, r.family.c_str(), r.per_cu, r.items, r.measured_us,
+                sim_us, 100 * err, 100 * Median(cu_err));
     for (int a = 0; a < 2; ++a) {
       const double alt_sim_us = sim::EvaluatePlan(r.batch, r.alt_plan[a], p).makespan * 1e-3;
       // The order counts only where the GPU separates the two by more than 3% (run-to-run
@@ -366,22 +386,21 @@ int Main() {
       errs.size(), 100 * Median(errs), 100 * *std::max_element(errs.begin(), errs.end()), order_ok,
       order_total);
 
+  // The registry's order: one block an SM first (the default grid), then two where fitted.
   std::printf("\n# registry entries (metadata/registry/sm90.textproto), per dtype:\n");
   for (const char* dtype : {"bf16", "fp8"}) {
-    const Fit& f64 = fits[{dtype, 64}];
+    const Fit& f64 = fits[{dtype, 64, 1}];
     std::printf("%s: cost { kv_granularity: %d ns_per_block: %.1f ns_per_item: %.1f\n", dtype,
                 runs.front().resolved.kv_granularity, f64.slope / clock_ghz,
                 f64.intercept / clock_ghz);
     for (int rows : {16, 32, 48, 64}) {
-      const Fit& f = fits[{dtype, rows}];
-      // The occupancy the runs had (the registry's blocks_per_cu, via PlanForDevice).
-      int per_cu = 1;
-      for (const Run& r : runs) {
-        if (r.dtype == dtype && r.rows == rows) per_cu = r.plan.num_cu / num_cu;
+      for (int per_cu : {1, 2}) {
+        const auto it = fits.find({dtype, rows, per_cu});
+        if (it == fits.end()) continue;
+        std::printf("    tile { rows: %d ns_per_block: %.1f ns_per_item: %.1f%s }\n", rows,
+                    it->second.slope / clock_ghz, it->second.intercept / clock_ghz,
+                    per_cu > 1 ? absl::StrCat(" blocks_per_cu: ", per_cu).c_str() : "");
       }
-      std::printf("    tile { rows: %d ns_per_block: %.1f ns_per_item: %.1f%s }\n", rows,
-                  f.slope / clock_ghz, f.intercept / clock_ghz,
-                  per_cu > 1 ? absl::StrCat(" blocks_per_cu: ", per_cu).c_str() : "");
     }
     std::printf("  }\n");
   }

@@ -1075,7 +1075,7 @@ __global__ void __launch_bounds__(kW * 32, kRg == 1 ? 2 : 1)
 
 // Whether the compact layout (MmaLayout<., 1>) can run a launch: 256 threads and a plan whose
 // tiles use <= 16 rows ((H / head_fold) x tokens_per_tile). The sm90 registry's
-// blocks_per_cu: 2 marks the same tiles (a test keeps the two in step).
+// cost entry with blocks_per_cu: 2 marks the same tiles (a test keeps the two in step).
 __host__ __device__ inline bool CompactLayoutFits(const MlaDecodeParams& p) {
   const int threads = p.block_threads != 0 ? p.block_threads : kThreads;
   return threads == 256 && p.head_fold >= 1 && p.num_heads / p.head_fold * p.tokens_per_tile <= 16;

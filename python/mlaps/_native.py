@@ -8,7 +8,7 @@ import ctypes
 import os
 import threading
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 
 OK = 0
 INVALID_ARGUMENT = 1
@@ -195,6 +195,8 @@ def cpu():
     _declare(lib, "mlaps_validate_batch", _i32, [P(Batch), cp, _i64])
     _declare(lib, "mlaps_resolve_variant", _i32, [P(VariantQuery), P(Variant), cp, _i64])
     _declare(lib, "mlaps_capacity_of", _i32, [P(CapacityQuery), P(Capacity), cp, _i64])
+    _declare(lib, "mlaps_default_fixed_overhead", _i32,
+             [P(VariantQuery), _i32, _i32, _i32, P(_i32), cp, _i64])
     _declare(lib, "mlaps_plan", _i32,
              [P(Batch), P(PlanOptions), P(PlanBuffers), P(PlanSizes), cp, _i64])
     _declare(lib, "mlaps_check_plan", _i32,

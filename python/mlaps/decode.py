@@ -316,6 +316,14 @@ def _variant(heads, qlen, qd, kd, arch, cp, lse):
                                     arch=_util.ARCH_NAMES[arch], cp_round_robin=cp, lse=lse)
 
 
+@functools.lru_cache(maxsize=256)
+def _fixed_overhead(heads, qlen, qd, kd, arch, cp, lse, page_size, kv_granularity, num_cu):
+    return _planner.default_fixed_overhead(heads, qlen, _util.DTYPE_NAMES[qd],
+                                           _util.DTYPE_NAMES[kd], page_size, kv_granularity,
+                                           num_cu, arch=_util.ARCH_NAMES[arch],
+                                           cp_round_robin=cp, lse=lse)
+
+
 # ---- GPU planner --------------------------------------------------------------------------
 
 def gpu_plan(arrays, num_heads_per_head_k, num_heads_k, is_causal, page_size, kv_granularity,
@@ -373,7 +381,9 @@ def gpu_plan(arrays, num_heads_per_head_k, num_heads_k, is_causal, page_size, kv
     args.tokens_per_tile = v["tokens_per_tile"]
     args.num_cu = wip.shape[0] - 1
     args.kv_granularity = kvg
-    args.fixed_overhead = max(1, -(-16 // page_size))
+    # The host planner's default (PlanOptions::fixed_overhead -1), so both plan alike.
+    args.fixed_overhead = _fixed_overhead(h, max_qlen, qd, kd, arch, bool(is_cp_round_robin),
+                                          bool(lse), page_size, kvg, args.num_cu)
     args.max_split_per_batch = max(0, _util.int_arg("max_split_per_batch", max_split_per_batch,
                                                     -1))
     args.policy = 0

@@ -73,6 +73,27 @@ def resolve_variant(num_heads, qlen, q_dtype, kv_dtype, arch=None, cp_round_robi
     return out
 
 
+def default_fixed_overhead(num_heads, qlen, q_dtype, kv_dtype, page_size, kv_granularity=0,
+                           num_cu=0, arch=None, cp_round_robin=False, lse=False):
+    """The blocks a work item is charged by default (plans with fixed_overhead -1): the
+    variant's calibrated cost of an item in cost blocks where its registry row has costs
+    (sm90), else AITER's max(1, ceil(16 / page_size)). kv_granularity 0: max(16, page_size);
+    num_cu 0: the default grid."""
+    lib = _native.cpu()
+    q = _native.VariantQuery(_util.arch_code(arch), _util.dtype_code("q_dtype", q_dtype),
+                             _util.dtype_code("kv_dtype", kv_dtype),
+                             _util.int_arg("num_heads", num_heads),
+                             _util.int_arg("qlen", qlen), int(bool(cp_round_robin)),
+                             int(bool(lse)))
+    out = _native._i32()
+    err = _native.Error()
+    _native.raise_for(lib.mlaps_default_fixed_overhead(
+        ctypes.byref(q), _util.int_arg("page_size", page_size, 1),
+        _util.int_arg("kv_granularity", kv_granularity, 0), _util.int_arg("num_cu", num_cu, 0),
+        ctypes.byref(out), err.buf, err.size), err, "default_fixed_overhead")
+    return out.value
+
+
 def get_mla_metadata_info_v1(batch_size, max_seqlen_qo, num_head_qo, q_dtype, kv_dtype,
                              is_sparse, fast_mode=True, num_kv_splits=32,
                              intra_batch_mode=False, max_split_per_batch=-1, *, arch=None,

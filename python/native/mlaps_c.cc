@@ -199,20 +199,24 @@ static int32_t mlaps_validate_batch_impl(const mlaps_batch* batch, char* err, in
   return FromStatus(ToBatch(batch, &b), err, err_len);
 }
 
+static absl::Status ParseVariantQuery(const mlaps_variant_query* query, mlaps::VariantQuery* q) {
+  absl::Status s = ParseArch(query->arch, &q->arch);
+  if (s.ok()) s = ParseDType("q_dtype", query->q_dtype, &q->q_dtype);
+  if (s.ok()) s = ParseDType("kv_dtype", query->kv_dtype, &q->kv_dtype);
+  q->num_heads = query->num_heads;
+  q->qlen = query->qlen;
+  q->cp_round_robin = query->cp_round_robin != 0;
+  q->lse = query->lse != 0;
+  return s;
+}
+
 static int32_t mlaps_resolve_variant_impl(const mlaps_variant_query* query, mlaps_variant* out,
                                           char* err, int64_t err_len) {
   if (query == nullptr || out == nullptr) {
     return Fail(MLAPS_INVALID_ARGUMENT, "query or out is NULL", err, err_len);
   }
   mlaps::VariantQuery q;
-  absl::Status s = ParseArch(query->arch, &q.arch);
-  if (s.ok()) s = ParseDType("q_dtype", query->q_dtype, &q.q_dtype);
-  if (s.ok()) s = ParseDType("kv_dtype", query->kv_dtype, &q.kv_dtype);
-  if (!s.ok()) return FromStatus(s, err, err_len);
-  q.num_heads = query->num_heads;
-  q.qlen = query->qlen;
-  q.cp_round_robin = query->cp_round_robin != 0;
-  q.lse = query->lse != 0;
+  if (absl::Status s = ParseVariantQuery(query, &q); !s.ok()) return FromStatus(s, err, err_len);
   absl::StatusOr<mlaps::ResolvedVariant> v = mlaps::ResolveVariant(q);
   if (!v.ok()) return FromStatus(v.status(), err, err_len);
   mlaps_variant r;
@@ -227,6 +231,28 @@ static int32_t mlaps_resolve_variant_impl(const mlaps_variant_query* query, mlap
   r.default_num_cu = mlaps::DefaultNumCu(q.arch) * std::max(1, v->blocks_per_cu);
   r.default_kv_lanes = mlaps::DefaultKvLanes(q.arch);
   *out = r;
+  return MLAPS_OK;
+}
+
+static int32_t mlaps_default_fixed_overhead_impl(const mlaps_variant_query* query,
+                                                 int32_t page_size, int32_t kv_granularity,
+                                                 int32_t num_cu, int32_t* out, char* err,
+                                                 int64_t err_len) {
+  if (query == nullptr || out == nullptr) {
+    return Fail(MLAPS_INVALID_ARGUMENT, "query or out is NULL", err, err_len);
+  }
+  if (page_size < 1 || kv_granularity < 0 || num_cu < 0) {
+    return Fail(MLAPS_INVALID_ARGUMENT,
+                absl::StrCat("page_size = ", page_size, ", kv_granularity = ", kv_granularity,
+                             ", num_cu = ", num_cu, ": need page_size >= 1, the others >= 0"),
+                err, err_len);
+  }
+  mlaps::VariantQuery q;
+  if (absl::Status s = ParseVariantQuery(query, &q); !s.ok()) return FromStatus(s, err, err_len);
+  absl::StatusOr<mlaps::ResolvedVariant> v = mlaps::ResolveVariant(q);
+  if (!v.ok()) return FromStatus(v.status(), err, err_len);
+  *out = mlaps::DefaultFixedOverhead(
+      *v, q.arch, page_size, kv_granularity > 0 ? kv_granularity : std::max(16, page_size), num_cu);
   return MLAPS_OK;
 }
 
@@ -468,6 +494,15 @@ int32_t mlaps_resolve_variant(const mlaps_variant_query* query, mlaps_variant* o
                               int64_t err_len) {
   return Guarded(err, err_len,
                  [&] { return mlaps_resolve_variant_impl(query, out, err, err_len); });
+}
+
+int32_t mlaps_default_fixed_overhead(const mlaps_variant_query* query, int32_t page_size,
+                                     int32_t kv_granularity, int32_t num_cu, int32_t* out,
+                                     char* err, int64_t err_len) {
+  return Guarded(err, err_len, [&] {
+    return mlaps_default_fixed_overhead_impl(query, page_size, kv_granularity, num_cu, out, err,
+                                             err_len);
+  });
 }
 
 int32_t mlaps_capacity_of(const mlaps_capacity_query* query, mlaps_capacity* out, char* err,

@@ -250,6 +250,22 @@ def test_resolve_variant():
     assert mlaps.resolve_variant(128, 2, "fp8", "fp8", arch="gfx942")["default_kv_lanes"] == 1
 
 
+def test_default_fixed_overhead():
+    # No costs in the AMD registries: AITER's max(1, ceil(16 / page_size)).
+    for page, want in ((64, 1), (4, 4), (1, 16)):
+        assert mlaps.planner.default_fixed_overhead(16, 1, "fp8", "fp8", page,
+                                                    arch="gfx950") == want
+    # sm90 charges an item its calibrated cost in cost blocks: more blocks when they are
+    # smaller (page 1 plans 16-token blocks, page 64 64-token ones).
+    d64 = mlaps.planner.default_fixed_overhead(64, 2, "fp8", "fp8", 64, arch="sm90")
+    d1 = mlaps.planner.default_fixed_overhead(64, 2, "fp8", "fp8", 1, arch="sm90")
+    assert 1 <= d64 < d1
+    with pytest.raises(ValueError, match="page_size"):
+        mlaps.planner.default_fixed_overhead(64, 2, "fp8", "fp8", 0, arch="sm90")
+    with pytest.raises(ValueError, match="unsupported"):
+        mlaps.planner.default_fixed_overhead(48, 1, "fp8", "fp8", 64, arch="gfx942")
+
+
 def cp_cases(step=7):
     lines = golden_lines("cp")
     names = sorted(lines)[::step]

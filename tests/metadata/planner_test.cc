@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "metadata/capacity.h"
+#include "metadata/registry.h"
 #include "sim/plan_checker.h"
 
 namespace mlaps {
@@ -34,16 +35,17 @@ TEST(Planner, UniformBatchCoversEverythingOnce) {
 }
 
 TEST(Planner, DefaultGridFollowsTheRegistrysBlocksPerCu) {
-  // sm90 runs two persistent blocks a CU for 16-row tiles (registry TileCost blocks_per_cu),
-  // so the default grid is 2 x 132 there and 132 for fuller tiles; an explicit num_cu wins;
-  // the AMD registries keep one block a CU.
+  // The first registry TileCost entry of the rows in use sets the default grid's blocks a CU:
+  // one on sm90 for every fill (16-row tiles run the narrow-tile kernel at one block an SM by
+  // default; their two-blocks entry costs an explicit larger grid), so 132; an explicit num_cu
+  // wins; the AMD registries keep one block a CU.
   struct Case {
     Arch arch;
     int heads, qlen, num_cu, want;
   };
-  for (const Case& c : {Case{Arch::kSm90, 16, 1, 0, 264}, Case{Arch::kSm90, 16, 2, 0, 132},
-                        Case{Arch::kSm90, 128, 1, 0, 132}, Case{Arch::kSm90, 16, 1, 100, 100},
-                        Case{Arch::kGfx950, 64, 1, 0, 256}}) {
+  for (const Case& c : {Case{Arch::kSm90, 16, 1, 0, 132}, Case{Arch::kSm90, 16, 1, 264, 264},
+                        Case{Arch::kSm90, 16, 2, 0, 132}, Case{Arch::kSm90, 128, 1, 0, 132},
+                        Case{Arch::kSm90, 16, 1, 100, 100}, Case{Arch::kGfx950, 64, 1, 0, 256}}) {
     const Batch batch = MakeUniformBatch(c.arch, DType::kFp8, c.heads, 8, c.qlen, 3000, 64);
     PlanOptions options;
     options.num_cu = c.num_cu;
@@ -53,7 +55,7 @@ TEST(Planner, DefaultGridFollowsTheRegistrysBlocksPerCu) {
     absl::StatusOr<PlanCapacity> cap = ComputePlanCapacity(
         {c.arch, DType::kFp8, DType::kFp8, c.heads, 8, c.qlen, c.num_cu, false, false});
     ASSERT_TRUE(cap.ok());
-    // An upper bound over qlen <= c.qlen (qlen 1 of H = 16 already takes 2 x 132).
+    // An upper bound over qlen <= c.qlen.
     EXPECT_GE(cap->work_indptr, c.want + 1);
     // ResolvePlan: the same grid and variant, a capacity that holds the plan.
     absl::StatusOr<ResolvedPlan> r = ResolvePlan(batch, options);
@@ -341,6 +343,67 @@ TEST(Planner, RefusesTooSmallBuffersWithoutWriting) {
     EXPECT_TRUE(std::all_of(v->begin(), v->end(), [](int32_t x) { return x == 7; }));
   }
   for (const WorkInfo& w : works) EXPECT_EQ(w.batch_idx, 7);
+}
+
+TEST(Planner, DefaultFixedOverheadIsTheCalibratedItemCostInBlocks) {
+  // 64-row tiles cost 1000 ns a 64-token block and 3500 ns an item: 3.5 -> 4 blocks of 64
+  // tokens, 14 of 16 tokens; 16-row tiles have a one-block entry (200 / 50: at least 1) and a
+  // two-blocks one (100 / 1000: 10), which a grid of more than one block an SM takes.
+  ResolvedVariant v;
+  v.heads_per_group = 64;
+  v.tokens_per_tile = 1;
+  v.cost.set_kv_granularity(64);
+  v.cost.set_ns_per_block(1000);
+  v.cost.set_ns_per_item(3500);
+  proto::TileCost* t16 = v.cost.add_tile();
+  t16->set_rows(16);
+  t16->set_ns_per_block(200);
+  t16->set_ns_per_item(50);
+  proto::TileCost* t16x2 = v.cost.add_tile();
+  t16x2->set_rows(16);
+  t16x2->set_ns_per_block(100);
+  t16x2->set_ns_per_item(1000);
+  t16x2->set_blocks_per_cu(2);
+  const int sms = DefaultNumCu(Arch::kSm90);
+  EXPECT_EQ(DefaultFixedOverhead(v, Arch::kSm90, 64, 64, 0), 4);
+  EXPECT_EQ(DefaultFixedOverhead(v, Arch::kSm90, 1, 16, 0), 14);
+  v.heads_per_group = 16;
+  EXPECT_EQ(DefaultFixedOverhead(v, Arch::kSm90, 64, 64, 0), 1);
+  EXPECT_EQ(DefaultFixedOverhead(v, Arch::kSm90, 64, 64, sms), 1);
+  EXPECT_EQ(DefaultFixedOverhead(v, Arch::kSm90, 64, 64, 2 * sms), 10);
+  v.blocks_per_cu = 2;  // the default grid is then two blocks a CU
+  EXPECT_EQ(DefaultFixedOverhead(v, Arch::kSm90, 64, 64, 0), 10);
+  // Not calibrated: AITER's max(1, ceil(16 / page_size)).
+  v.cost = proto::CostModel();
+  EXPECT_EQ(DefaultFixedOverhead(v, Arch::kSm90, 64, 64, 0), 1);
+  EXPECT_EQ(DefaultFixedOverhead(v, Arch::kSm90, 4, 16, 0), 4);
+  EXPECT_EQ(DefaultFixedOverhead(v, Arch::kSm90, 1, 16, 0), 16);
+}
+
+TEST(Planner, ResolveOptionsTakesTheVariantsDefaultFixedOverhead) {
+  for (Arch arch : {Arch::kSm90, Arch::kGfx950}) {
+    for (int page : {1, 64}) {
+      for (int heads : {16, 64, 128}) {
+        const Batch batch = MakeUniformBatch(arch, DType::kFp8, heads, 4, 2, 3000, page);
+        for (int num_cu : {0, 40}) {
+          PlanOptions options;
+          options.num_cu = num_cu;
+          absl::StatusOr<PlanOptions> o = ResolveOptions(batch, options);
+          ASSERT_TRUE(o.ok()) << o.status();
+          absl::StatusOr<ResolvedVariant> v = ResolveVariant(VariantQueryOf(batch, false));
+          ASSERT_TRUE(v.ok()) << v.status();
+          const int want = DefaultFixedOverhead(*v, arch, page, o->kv_granularity, num_cu);
+          EXPECT_EQ(o->fixed_overhead, want)
+              << ArchName(arch) << " page " << page << " H" << heads << " num_cu " << num_cu;
+          // The AMD registries carry no costs: AITER's default.
+          if (arch != Arch::kSm90) EXPECT_EQ(want, std::max(1, (16 + page - 1) / page));
+          // An explicit value wins.
+          options.fixed_overhead = 7;
+          EXPECT_EQ(ResolveOptions(batch, options)->fixed_overhead, 7);
+        }
+      }
+    }
+  }
 }
 
 TEST(Planner, OptionErrorsNameTheOption) {

@@ -263,15 +263,46 @@ TEST(RegistryTest, Sm90) {
       absl::StatusOr<ResolvedVariant> v = ResolveVariant(Query(Arch::kSm90, dtype, 128, 2, cp));
       ASSERT_TRUE(v.ok()) << v.status();
       EXPECT_EQ(v->heads_per_group, 64);
-      // The resolved variant carries its row's calibrated cost (one entry per rows in use),
-      // and a cprr twin reuses its twin's constants (the registry says so).
+      // The resolved variant carries its row's calibrated cost (one entry per rows in use, 16
+      // rows also at two blocks a CU), and a cprr twin reuses its twin's constants (the
+      // registry says so).
       EXPECT_GT(v->cost.ns_per_block(), 0);
-      EXPECT_EQ(v->cost.tile_size(), 4);
+      EXPECT_EQ(v->cost.tile_size(), 5);
       absl::StatusOr<ResolvedVariant> twin = ResolveVariant(Query(Arch::kSm90, dtype, 128, 2, !cp));
       ASSERT_TRUE(twin.ok());
       EXPECT_EQ(v->cost.SerializeAsString(), twin->cost.SerializeAsString());
     }
   }
+}
+
+TEST(RegistryTest, TheFirstCostEntryOfTheRowsSetsTheDefaultOccupancy) {
+  // sm90 16-row tiles: one block a CU first (the narrow-tile kernel), two (the compact
+  // layout) second; swapped, the default becomes two blocks a CU.
+  absl::StatusOr<proto::KernelRegistry> registry = LoadRegistry(Arch::kSm90);
+  ASSERT_TRUE(registry.ok()) << registry.status();
+  const VariantQuery query = Query(Arch::kSm90, DType::kFp8, 16, 1, false);
+  absl::StatusOr<ResolvedVariant> v = ResolveVariant(*registry, query);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->blocks_per_cu, 1);
+  for (proto::KernelRow& row : *registry->mutable_kernel()) {
+    proto::CostModel* cost = row.mutable_cost();
+    std::vector<int> sixteen;
+    for (int k = 0; k < cost->tile_size(); ++k) {
+      if (cost->tile(k).rows() == 16) sixteen.push_back(k);
+    }
+    ASSERT_EQ(sixteen.size(), 2u) << row.name();
+    EXPECT_LE(cost->tile(sixteen[0]).blocks_per_cu(), 1) << row.name();
+    EXPECT_EQ(cost->tile(sixteen[1]).blocks_per_cu(), 2) << row.name();
+    cost->mutable_tile()->SwapElements(sixteen[0], sixteen[1]);
+  }
+  ASSERT_TRUE(ValidateRegistry(*registry).ok());
+  v = ResolveVariant(*registry, query);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->blocks_per_cu, 2);
+  // Fuller tiles keep one block a CU either way.
+  v = ResolveVariant(*registry, Query(Arch::kSm90, DType::kFp8, 16, 2, false));
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->blocks_per_cu, 1);
 }
 
 TEST(RegistryTest, H48OnlyOnSm90) {

@@ -6,9 +6,11 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "metadata/batch.h"
@@ -170,6 +172,39 @@ TEST(TimeCostParams, AnEntryForTwoBlocksACuNeedsTheGridThatRunsIt) {
   }
 }
 
+TEST(TimeCostParams, TwoEntriesForOneRowsValueSplitByTheGrid) {
+  // rows 16 at one block a CU (300 / 400) and at two (700 / 900, the compact layout): a grid
+  // of at most DefaultNumCu blocks takes the first, a larger one the second, whatever the
+  // order of the entries.
+  const int sms = DefaultNumCu(Arch::kSm90);
+  const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 300, 1, 500, 64);
+  for (bool one_block_first : {true, false}) {
+    proto::CostModel cost = TwoTileModel();
+    cost.mutable_tile(0)->set_blocks_per_cu(2);
+    proto::TileCost one;
+    one.set_rows(16);
+    one.set_ns_per_block(300.0);
+    one.set_ns_per_item(400.0);
+    *cost.add_tile() = one;
+    if (one_block_first) std::swap(*cost.mutable_tile(0), *cost.mutable_tile(2));
+    struct Case {
+      int num_cu;
+      double per_block, per_item;
+    };
+    for (const Case& c : {Case{8, 300, 400}, Case{sms, 300, 400}, Case{sms + 1, 700, 900},
+                          Case{2 * sms, 700, 900}}) {
+      SCOPED_TRACE(absl::StrCat(c.num_cu, one_block_first ? " one-block entry first" : ""));
+      PlanOptions options;
+      options.num_cu = c.num_cu;
+      const WorkPlan plan = PlanOrDie(batch, options);
+      absl::StatusOr<CostParams> p = TimeCostParams(batch, Resolved(batch, options), plan, cost);
+      ASSERT_TRUE(p.ok()) << p.status();
+      EXPECT_DOUBLE_EQ(p->per_block, c.per_block);
+      EXPECT_DOUBLE_EQ(p->per_item, c.per_item);
+    }
+  }
+}
+
 TEST(TimeCostParams, ScalesBlockCostsToThePlansGranularity) {
   // Fitted for 64-token blocks; a page-1 batch plans 16-token blocks (kv_granularity
   // max(16, page)), each a quarter of the fitted block. The per-item cost does not scale.
@@ -277,7 +312,16 @@ TEST(RegistryCost, ValidationRejectsBadCosts) {
          c->add_tile()->set_rows(8);
          c->add_tile()->set_rows(8);
        },
-       "repeats an earlier entry"},
+       "repeats an earlier entry of one block a CU"},
+      {"repeated rows, both of two blocks a CU",
+       [](proto::CostModel* c) {
+         for (int k = 0; k < 2; ++k) {
+           proto::TileCost* t = c->add_tile();
+           t->set_rows(8);
+           t->set_blocks_per_cu(2 + k);
+         }
+       },
+       "repeats an earlier entry of several blocks a CU"},
       {"infinite tile cost",
        [](proto::CostModel* c) {
          proto::TileCost* t = c->add_tile();
@@ -286,6 +330,14 @@ TEST(RegistryCost, ValidationRejectsBadCosts) {
        },
        "must be finite, >= 0"},
   };
+  // One rows value at one block a CU and at two is two occupancies, not a repeat.
+  proto::KernelRegistry two = *base;
+  for (int k = 0; k < 2; ++k) {
+    proto::TileCost* t = two.mutable_kernel(0)->mutable_cost()->add_tile();
+    t->set_rows(8);
+    t->set_blocks_per_cu(k + 1);
+  }
+  EXPECT_TRUE(ValidateRegistry(two).ok()) << ValidateRegistry(two);
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
     proto::KernelRegistry registry = *base;

@@ -73,7 +73,7 @@ TEST_P(ExecutorMatrixTest, MatchesReference) {
   const DecodeCase c = MakeDecodeCase(batch, seed, /*q_scale=*/0.7,
                                       /*kv_scale=*/1.3);
   // Few CUs so that tiles split: the seed's choice in 5..16, else the first of 5..16, 2..4
-  // (AITER's default per-item overhead, then overhead 1) whose plan splits a tile.
+  // (the default per-item overhead, then overhead 1) whose plan splits a tile.
   std::vector<int> cus = {5 + static_cast<int>(seed % 12)};
   for (int n = 5; n <= 16; ++n) cus.push_back(n);
   for (int n = 2; n <= 4; ++n) cus.push_back(n);

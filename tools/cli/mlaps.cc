@@ -71,7 +71,8 @@ struct BatchFlags {
     f.Define("num_cu", &num_cu, "compute units (0: the arch's: gfx942 304, gfx950 256, sm90 132)");
     f.Define("kv_granularity", &kv_granularity,
              "kv tokens per cost block (power of two; 0: max(16, page))");
-    f.Define("fixed_overhead", &fixed_overhead, "blocks per work item (-1: max(1, 16/page))");
+    f.Define("fixed_overhead", &fixed_overhead,
+             "blocks per work item (-1: the calibrated item cost, else max(1, 16/page))");
     f.Define("max_split", &max_split, "most pieces per qo tile (0: no limit)");
     f.Define("policy", &policy, "planner policy: greedy_payload");
     f.Define("lse", &lse, "the caller wants LSE");

@@ -193,9 +193,10 @@ TEST(MlaDecodeEmuTest, LongItemsWrapTheCopyRingFp8) {
 
 #if MLAPS_MLA_MMA
 TEST(MlaDecodeEmuTest, RegistryBlocksPerCuMatchesTheKernel) {
-  // The planner's default grid (registry blocks_per_cu) and the kernel's layout choice agree
-  // for every tile fill the sm90 kernels serve: two blocks a CU exactly where the compact
-  // layout fits.
+  // The registry's cost entries and the kernel's layout choice agree for every tile fill the
+  // sm90 kernels serve: the default grid is one block a CU (the narrow-tile or 64-row
+  // kernels), and a two-blocks-a-CU entry exists exactly where the compact layout fits, which
+  // the launcher runs exactly for grids of more than one block an SM.
   for (DType dtype : {DType::kBf16, DType::kFp8}) {
     for (int heads : {16, 32, 48, 64, 128}) {
       for (int qlen : {1, 2, 3, 4}) {
@@ -206,13 +207,16 @@ TEST(MlaDecodeEmuTest, RegistryBlocksPerCuMatchesTheKernel) {
         p.num_heads = heads;
         p.head_fold = v->head_fold;
         p.tokens_per_tile = v->tokens_per_tile;
-        EXPECT_EQ(v->blocks_per_cu, mla::CompactLayoutFits(p) ? 2 : 1)
-            << "H" << heads << " q" << qlen;
-        // The launcher runs the compact layout exactly for grids of more than one block an
-        // SM (132 SMs: the default 2 x 132 plan, not an explicit 132).
+        EXPECT_EQ(v->blocks_per_cu, 1) << "H" << heads << " q" << qlen;
+        const int rows = heads / v->head_fold * v->tokens_per_tile;
+        bool two_blocks_entry = false;
+        for (const proto::TileCost& t : v->cost.tile()) {
+          two_blocks_entry |= t.rows() == rows && t.blocks_per_cu() == 2;
+        }
+        EXPECT_EQ(two_blocks_entry, mla::CompactLayoutFits(p)) << "H" << heads << " q" << qlen;
         for (int num_cu : {1, 132, 133, 264}) {
           p.num_cu = num_cu;
-          EXPECT_EQ(mla::UseCompactLayout(p, 132), v->blocks_per_cu == 2 && num_cu > 132)
+          EXPECT_EQ(mla::UseCompactLayout(p, 132), two_blocks_entry && num_cu > 132)
               << "H" << heads << " q" << qlen << " num_cu " << num_cu;
         }
         p.block_threads = 512;  // 16-warp blocks have no compact layout

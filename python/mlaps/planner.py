@@ -53,17 +53,21 @@ def _capacity(arch, q_dtype, kv_dtype, num_heads, max_batch, max_qlen, num_cu, c
     return c
 
 
+def _variant_query(num_heads, qlen, q_dtype, kv_dtype, arch, cp_round_robin, lse):
+    return _native.VariantQuery(_util.arch_code(arch), _util.dtype_code("q_dtype", q_dtype),
+                                _util.dtype_code("kv_dtype", kv_dtype),
+                                _util.int_arg("num_heads", num_heads),
+                                _util.int_arg("qlen", qlen), int(bool(cp_round_robin)),
+                                int(bool(lse)))
+
+
 def resolve_variant(num_heads, qlen, q_dtype, kv_dtype, arch=None, cp_round_robin=False,
                     lse=False):
     """The kernel variant mlaps plans a (H, qlen) shape with: a dict of name, rows_per_tile,
     head_fold, heads_per_group, tokens_per_tile, blocks_per_cu, default_num_cu,
     default_kv_lanes. Unsupported shapes raise ValueError listing the nearest supported ones."""
     lib = _native.cpu()
-    q = _native.VariantQuery(_util.arch_code(arch), _util.dtype_code("q_dtype", q_dtype),
-                             _util.dtype_code("kv_dtype", kv_dtype),
-                             _util.int_arg("num_heads", num_heads),
-                             _util.int_arg("qlen", qlen), int(bool(cp_round_robin)),
-                             int(bool(lse)))
+    q = _variant_query(num_heads, qlen, q_dtype, kv_dtype, arch, cp_round_robin, lse)
     v = _native.Variant()
     err = _native.Error()
     _native.raise_for(lib.mlaps_resolve_variant(ctypes.byref(q), ctypes.byref(v), err.buf,
@@ -80,11 +84,7 @@ def default_fixed_overhead(num_heads, qlen, q_dtype, kv_dtype, page_size, kv_gra
     (sm90), else AITER's max(1, ceil(16 / page_size)). kv_granularity 0: max(16, page_size);
     num_cu 0: the default grid."""
     lib = _native.cpu()
-    q = _native.VariantQuery(_util.arch_code(arch), _util.dtype_code("q_dtype", q_dtype),
-                             _util.dtype_code("kv_dtype", kv_dtype),
-                             _util.int_arg("num_heads", num_heads),
-                             _util.int_arg("qlen", qlen), int(bool(cp_round_robin)),
-                             int(bool(lse)))
+    q = _variant_query(num_heads, qlen, q_dtype, kv_dtype, arch, cp_round_robin, lse)
     out = _native._i32()
     err = _native.Error()
     _native.raise_for(lib.mlaps_default_fixed_overhead(

@@ -146,10 +146,11 @@ bool NonNegativeFinite(double x) { return std::isfinite(x) && x >= 0; }
 // value at most once for one block a CU and once for several.
 absl::Status ValidateCost(const proto::CostModel& cost, int rows_per_tile,
                           const std::string& label) {
-  if (!NonNegativeFinite(cost.ns_per_block()) || !NonNegativeFinite(cost.ns_per_item())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(label, ": cost ns_per_block = ", cost.ns_per_block(),
-                     ", ns_per_item = ", cost.ns_per_item(), " (must be finite, >= 0)"));
+  if (!NonNegativeFinite(cost.ns_per_block()) || !NonNegativeFinite(cost.ns_per_item()) ||
+      !NonNegativeFinite(cost.ns_per_launch())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        label, ": cost ns_per_block = ", cost.ns_per_block(), ", ns_per_item = ",
+        cost.ns_per_item(), ", ns_per_launch = ", cost.ns_per_launch(), " (must be finite, >= 0)"));
   }
   if (cost.kv_granularity() < 0 || (cost.kv_granularity() & (cost.kv_granularity() - 1)) != 0) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -49,7 +49,7 @@ absl::StatusOr<double> PredictedDecodeNs(const Batch& batch, const PlanOptions& 
   if (!cost.ok()) return cost.status();
   absl::StatusOr<CostParams> params = TimeCostParams(batch, *resolved, plan, *cost);
   if (!params.ok()) return params.status();
-  return EvaluatePlan(batch, plan, *params).makespan;
+  return EvaluatePlan(batch, plan, *params).makespan + cost->ns_per_launch();
 }
 
 double WorkItemCost(const Batch& batch, const WorkPlan& plan, const WorkInfo& w,

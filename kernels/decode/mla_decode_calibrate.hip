@@ -309,12 +309,12 @@ int Main() {
   std::vector<Sample> spans;
   for (const Run& r : runs) spans.push_back({r.busiest_cycles, r.traced_us});
   const Fit clock_fit = LeastSquares(spans);
-  const double k_us = clock_fit.slope, launch_us = clock_fit.intercept;
+  const double k_us = clock_fit.slope, event_us = clock_fit.intercept;
   const double clock_ghz = 1e-3 / k_us;
   std::printf(
       "\nSM clock during the runs: %.3f GHz (fit of traced time on busiest-CU cycles over %d "
       "runs; launch + event cost %.1f us; reported max %.3f GHz)\n",
-      clock_ghz, static_cast<int>(runs.size()), launch_us, clock_khz / 1e6);
+      clock_ghz, static_cast<int>(runs.size()), event_us, clock_khz / 1e6);
 
   std::printf("\nFits (cycles of an item = a * blocks + b; blocks of kv_granularity = 64):\n");
   std::printf("%-5s %5s %6s %7s %12s %12s %10s %10s %7s %11s\n", "dtype", "rows", "per_sm", "items",
@@ -338,9 +338,23 @@ int Main() {
     p.per_item = f.intercept / clock_ghz;
     return p;
   };
+  // The launch's time beyond the busiest CU's items (graph launch, ramp, drain): per dtype,
+  // the median of measured less simulated makespan (sim::PredictedDecodeNs adds it).
+  std::map<std::string, double> launch_us;
+  for (const char* dtype : {"bf16", "fp8"}) {
+    std::vector<double> gaps;
+    for (const Run& r : runs) {
+      if (r.dtype != dtype) continue;
+      gaps.push_back(r.measured_us -
+                     sim::EvaluatePlan(r.batch, r.plan, params_of(r)).makespan * 1e-3);
+    }
+    launch_us[dtype] = std::max(0.0, Median(gaps));
+    std::printf("%s launch (median of measured - makespan over %zu runs): %.2f us\n", dtype,
+                gaps.size(), launch_us[dtype]);
+  }
   std::printf(
-      "\nPredicted vs measured decode time (fitted costs; err = (sim - measured) / "
-      "measured; cu_err: median over busy CUs of |sim - traced| / traced):\n");
+      "\nPredicted vs measured decode time (fitted costs: makespan + launch; err = (sim - "
+      "measured) / measured; cu_err: median over busy CUs of |makespan - traced| / traced):\n");
   std::printf("%-5s %4s %4s %-26s %6s %11s %9s %8s %7s | %-13s %9s %9s %6s | %-13s %9s %9s %6s\n",
               "dtype", "H", "qlen", "family", "items", "measured_us", "sim_us", "err", "cu_err",
               "alternative", "meas_us", "sim_us", "order", "alternative", "meas_us", "sim_us",
@@ -350,7 +364,7 @@ int Main() {
   for (const Run& r : runs) {
     const sim::CostParams p = params_of(r);
     const sim::CostReport rep = sim::EvaluatePlan(r.batch, r.plan, p);
-    const double sim_us = rep.makespan * 1e-3;
+    const double sim_us = rep.makespan * 1e-3 + launch_us[r.dtype];
     const double err = (sim_us - r.measured_us) / r.measured_us;
     errs.push_back(std::fabs(err));
     std::vector<double> cu_err;
@@ -363,7 +377,8 @@ int Main() {
                 r.shape.heads, r.shape.qlen, r.family.c_str(), r.per_cu, r.items, r.measured_us,
                 sim_us, 100 * err, 100 * Median(cu_err));
     for (int a = 0; a < 2; ++a) {
-      const double alt_sim_us = sim::EvaluatePlan(r.batch, r.alt_plan[a], p).makespan * 1e-3;
+      const double alt_sim_us =
+          sim::EvaluatePlan(r.batch, r.alt_plan[a], p).makespan * 1e-3 + launch_us[r.dtype];
       // The order counts only where the GPU separates the two by more than 3% (run-to-run
       // noise is ~1%).
       const double gap = (r.alt_measured_us[a] - r.measured_us) / r.measured_us;
@@ -390,9 +405,11 @@ int Main() {
   std::printf("\n# registry entries (metadata/registry/sm90.textproto), per dtype:\n");
   for (const char* dtype : {"bf16", "fp8"}) {
     const Fit& f64 = fits[{dtype, 64, 1}];
-    std::printf("%s: cost { kv_granularity: %d ns_per_block: %.1f ns_per_item: %.1f\n", dtype,
-                runs.front().resolved.kv_granularity, f64.slope / clock_ghz,
-                f64.intercept / clock_ghz);
+    std::printf(
+        "%s: cost { kv_granularity: %d ns_per_block: %.1f ns_per_item: %.1f ns_per_launch: "
+        "%.1f\n",
+        dtype, runs.front().resolved.kv_granularity, f64.slope / clock_ghz,
+        f64.intercept / clock_ghz, 1e3 * launch_us[dtype]);
     for (int rows : {16, 32, 48, 64}) {
       for (int per_cu : {1, 2}) {
         const auto it = fits.find({dtype, rows, per_cu});

@@ -34,7 +34,7 @@ __device__ __forceinline__ void AddWeighted(float wgt, const float4 (&v)[kChunks
   }
 }
 
-// Merges the pieces (n >= 1) of one (token, head) row into final O / LSE: g = max of the live
+// Merges the pieces (n >= 0) of one (token, head) row into final O / LSE: g = max of the live
 // LSEs (finite ones; NaN / +-inf count as -inf), lse = g + ln(sum exp(lse_p - g)),
 // O = sum exp(lse_p - lse) O_p over the live pieces. kLanes threads share the row (lane: this
 // thread's), each holding kDimV / kLanes columns as float4 chunks. kFew > 0: at most kFew
@@ -49,8 +49,9 @@ __device__ __forceinline__ void MergeRow(const MlaReduceParams& p, const int32_t
   constexpr int kChunks = kDimV / (4 * kLanes);
   static_assert(kChunks * 4 * kLanes == kDimV, "the row's columns split evenly over the lanes");
   auto piece_row = [&](int j) { return (static_cast<int64_t>(locs[j]) + tok) * hg + hh; };
-  // Pieces j and j + 1 (the last piece again past n: a load in bounds, never added).
-  float4 v0[kChunks], v1[kChunks];
+  // Pieces j and j + 1 (the last piece again past n: a load in bounds, never added). Zeroed
+  // for n = 0, which loads nothing.
+  float4 v0[kChunks] = {}, v1[kChunks] = {};
   auto load_pair = [&](int j) {
     LoadPieceColumns<kChunks, kLanes>(p.partial_o + piece_row(j) * kDimV, lane, v0);
     LoadPieceColumns<kChunks, kLanes>(p.partial_o + piece_row(j + 1 < n ? j + 1 : j) * kDimV, lane,

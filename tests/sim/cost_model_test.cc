@@ -235,8 +235,8 @@ TEST(TimeCostParams, RefusesAnUncalibratedModel) {
 }
 
 TEST(PredictedDecodeNs, IsTheMakespanUnderTheRegistrysCosts) {
-  // sm90: the plan's makespan under its variant's registry costs; gfx950's registry has no
-  // calibrated costs, so no prediction.
+  // sm90: the plan's makespan under its variant's registry costs plus one launch; gfx950's
+  // registry has no calibrated costs, so no prediction.
   const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 16, 1, 4000, 64);
   PlanOptions options;
   options.num_cu = 20;
@@ -247,7 +247,8 @@ TEST(PredictedDecodeNs, IsTheMakespanUnderTheRegistrysCosts) {
   ASSERT_TRUE(p.ok());
   absl::StatusOr<double> ns = PredictedDecodeNs(batch, options, plan);
   ASSERT_TRUE(ns.ok()) << ns.status();
-  EXPECT_DOUBLE_EQ(*ns, EvaluatePlan(batch, plan, *p).makespan);
+  EXPECT_GT(cost->ns_per_launch(), 0);
+  EXPECT_DOUBLE_EQ(*ns, EvaluatePlan(batch, plan, *p).makespan + cost->ns_per_launch());
   EXPECT_GT(*ns, 0);
 
   const Batch amd = MakeUniformBatch(Arch::kGfx950, DType::kFp8, 16, 16, 2, 4000, 64);
@@ -294,6 +295,8 @@ TEST(RegistryCost, ValidationRejectsBadCosts) {
       {"NaN item cost",
        [](proto::CostModel* c) { c->set_ns_per_item(std::numeric_limits<double>::quiet_NaN()); },
        "must be finite, >= 0"},
+      {"negative launch cost", [](proto::CostModel* c) { c->set_ns_per_launch(-5); },
+       "ns_per_launch = -5 (must be finite, >= 0)"},
       {"tile rows 0", [](proto::CostModel* c) { c->add_tile()->set_rows(0); },
        "is outside [1, rows_per_tile = 64]"},
       {"tile rows past the tile", [](proto::CostModel* c) { c->add_tile()->set_rows(65); },

@@ -378,6 +378,10 @@ __device__ __forceinline__ uint32_t PackF16x2(float lo, float hi) {
 __device__ __forceinline__ uint32_t E4m3x2ToF16x2(uint32_t two) {
   return mlaps_emu::E4m3x2ToF16x2(two);
 }
+__device__ __forceinline__ void E4m3x4ToF16x2x2(uint32_t four, uint32_t& lo, uint32_t& hi) {
+  lo = mlaps_emu::E4m3x2ToF16x2(four & 0xffffu);
+  hi = mlaps_emu::E4m3x2ToF16x2(four >> 16);
+}
 
 #else  // NVIDIA device pass
 
@@ -443,6 +447,14 @@ __device__ __forceinline__ uint32_t E4m3x2ToF16x2(uint32_t two) {
   const uint16_t h = static_cast<uint16_t>(two);
   asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(d) : "h"(h));
   return d;
+}
+// The four e4m3 of a word as two f16 pairs (bytes 0-1 to lo, 2-3 to hi): the word's halves
+// are the conversions' operands, so no shift extracts the high one.
+__device__ __forceinline__ void E4m3x4ToF16x2x2(uint32_t four, uint32_t& lo, uint32_t& hi) {
+  asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n"
+      " cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+      : "=r"(lo), "=r"(hi)
+      : "r"(four));
 }
 
 #endif  // MLAPS_HOST_EMULATION

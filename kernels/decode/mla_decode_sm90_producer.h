@@ -279,12 +279,13 @@ __device__ __forceinline__ void ConvertChunk(int c, int vtid, uint32_t tile, uin
     for (int k = 0; k < kRows / 16; ++k) {
       const int row = row0 + 16 * k;
       const uint4 v = raw[k];
-      StoreShared128(chunk + ChunkUnit(row, 2 * unit),
-                     make_uint4(E4m3x2ToF16x2(v.x & 0xffffu), E4m3x2ToF16x2(v.x >> 16),
-                                E4m3x2ToF16x2(v.y & 0xffffu), E4m3x2ToF16x2(v.y >> 16)));
-      StoreShared128(chunk + ChunkUnit(row, 2 * unit + 1),
-                     make_uint4(E4m3x2ToF16x2(v.z & 0xffffu), E4m3x2ToF16x2(v.z >> 16),
-                                E4m3x2ToF16x2(v.w & 0xffffu), E4m3x2ToF16x2(v.w >> 16)));
+      uint4 f0, f1;
+      E4m3x4ToF16x2x2(v.x, f0.x, f0.y);
+      E4m3x4ToF16x2x2(v.y, f0.z, f0.w);
+      E4m3x4ToF16x2x2(v.z, f1.x, f1.y);
+      E4m3x4ToF16x2x2(v.w, f1.z, f1.w);
+      StoreShared128(chunk + ChunkUnit(row, 2 * unit), f0);
+      StoreShared128(chunk + ChunkUnit(row, 2 * unit + 1), f1);
     }
     // No barrier after the writes: the next chunk's raw units are in its own chunk, and a
     // chunk's staging half is refilled only after the consumers freed its slot, i.e. after

@@ -62,15 +62,12 @@ VariantQuery VariantQueryOf(const Batch& batch, bool lse) {
 int DefaultFixedOverhead(const ResolvedVariant& variant, Arch arch, int page_size,
                          int kv_granularity, int num_cu) {
   const bool several = num_cu == 0 ? variant.blocks_per_cu > 1 : num_cu > DefaultNumCu(arch);
-  const UnitCosts unit =
-      TileUnitCosts(variant.cost, variant.heads_per_group * variant.tokens_per_tile, several);
+  const UnitCosts unit = TileUnitCosts(
+      variant.cost, variant.heads_per_group * variant.tokens_per_tile, several, kv_granularity);
   if (!(unit.ns_per_block > 0) || !(unit.ns_per_item >= 0)) {
     return std::max<int>(1, CeilDiv(16, page_size));
   }
-  const int fitted = variant.cost.kv_granularity();
-  const double per_block =
-      fitted > 0 ? unit.ns_per_block * kv_granularity / fitted : unit.ns_per_block;
-  const double blocks = std::ceil(unit.ns_per_item / per_block);
+  const double blocks = std::ceil(unit.ns_per_item / unit.ns_per_block);
   return static_cast<int>(std::clamp(blocks, 1.0, static_cast<double>(1 << 20)));
 }
 

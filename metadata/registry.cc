@@ -334,7 +334,8 @@ absl::StatusOr<ResolvedVariant> ResolveVariant(const proto::KernelRegistry& regi
   return absl::NotFoundError(message);
 }
 
-UnitCosts TileUnitCosts(const proto::CostModel& cost, int rows, bool several_blocks_per_cu) {
+UnitCosts TileUnitCosts(const proto::CostModel& cost, int rows, bool several_blocks_per_cu,
+                        int kv_granularity) {
   const proto::TileCost* entry = nullptr;
   for (const proto::TileCost& t : cost.tile()) {
     if (t.rows() != rows) continue;
@@ -344,8 +345,12 @@ UnitCosts TileUnitCosts(const proto::CostModel& cost, int rows, bool several_blo
     }
     if (several_blocks_per_cu && entry == nullptr) entry = &t;
   }
-  if (entry != nullptr) return {entry->ns_per_block(), entry->ns_per_item()};
-  return {cost.ns_per_block(), cost.ns_per_item()};
+  UnitCosts u = entry != nullptr ? UnitCosts{entry->ns_per_block(), entry->ns_per_item()}
+                                 : UnitCosts{cost.ns_per_block(), cost.ns_per_item()};
+  if (cost.kv_granularity() > 0) {
+    u.ns_per_block *= static_cast<double>(kv_granularity) / cost.kv_granularity();
+  }
+  return u;
 }
 
 absl::StatusOr<ResolvedVariant> ResolveVariant(const VariantQuery& query) {

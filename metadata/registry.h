@@ -57,8 +57,8 @@ absl::Status ValidateRegistry(const proto::KernelRegistry& registry);
 absl::StatusOr<ResolvedVariant> ResolveVariant(const proto::KernelRegistry& registry,
                                                const VariantQuery& query);
 
-// Calibrated unit costs of a variant's tiles: ns a cost block of cost.kv_granularity tokens
-// and ns a work item. Zero ns_per_block: not calibrated.
+// Calibrated unit costs of a variant's tiles: ns a cost block (of the caller's kv_granularity
+// tokens) and ns a work item. Zero ns_per_block: not calibrated.
 struct UnitCosts {
   double ns_per_block = 0;
   double ns_per_item = 0;
@@ -67,8 +67,10 @@ struct UnitCosts {
 // The costs of `rows`-row tiles at one occupancy (several_blocks_per_cu: a grid of more than
 // one block a CU, which runs the several-blocks entry where the registry has one): the tile
 // entry of that occupancy, else (several blocks a CU only) the rows' one-block entry, else
-// the model's kernel-wide costs.
-UnitCosts TileUnitCosts(const proto::CostModel& cost, int rows, bool several_blocks_per_cu);
+// the model's kernel-wide costs. Block costs were fitted for cost.kv_granularity tokens and are
+// scaled to blocks of `kv_granularity` tokens (cost.kv_granularity 0: not scaled).
+UnitCosts TileUnitCosts(const proto::CostModel& cost, int rows, bool several_blocks_per_cu,
+                        int kv_granularity);
 
 // The cost model of kernel `name` in the embedded registry of `arch` (what ResolveVariant puts
 // in ResolvedVariant::cost). Errors: NotFound when no row of that registry has the name.

@@ -22,21 +22,18 @@ absl::StatusOr<CostParams> TimeCostParams(const Batch& batch, const PlanOptions&
                                           const WorkPlan& plan, const proto::CostModel& cost) {
   CostParams p = BlockCostParams(batch, o);
   const int rows = batch.num_heads / std::max(1, plan.head_fold) * plan.tokens_per_tile;
-  // Block costs were fitted for cost.kv_granularity() tokens a block.
-  const double scale = cost.kv_granularity() > 0
-                           ? static_cast<double>(p.kv_granularity) / cost.kv_granularity()
-                           : 1.0;
   // The entry of the occupancy the plan's grid runs: several blocks a CU exactly for a grid of
   // more than one block a CU (UseCompactLayout in kernels/decode/mla_decode_device.h). A grid
   // of one block a CU without an entry for the rows runs the one-block-a-CU kernel, whose cost
   // per kv block does not depend on the rows in use: the kernel-wide costs.
-  const UnitCosts unit = TileUnitCosts(cost, rows, plan.num_cu > DefaultNumCu(batch.arch));
+  const UnitCosts unit =
+      TileUnitCosts(cost, rows, plan.num_cu > DefaultNumCu(batch.arch), p.kv_granularity);
   if (!(unit.ns_per_block > 0)) {
     return absl::FailedPreconditionError(
         absl::StrCat("variant '", plan.variant, "' has no calibrated cost for ", rows,
                      "-row tiles (ns_per_block = ", unit.ns_per_block, ")"));
   }
-  p.per_block = unit.ns_per_block * scale;
+  p.per_block = unit.ns_per_block;
   p.per_item = unit.ns_per_item;
   return p;
 }

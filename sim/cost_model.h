@@ -52,8 +52,9 @@ absl::StatusOr<CostParams> TimeCostParams(const Batch& batch, const PlanOptions&
 
 // The decode time (ns) the simulator predicts for `plan` of `batch`: its makespan under the
 // calibrated costs of plan.variant in the embedded registry of batch.arch (VariantCost, then
-// TimeCostParams with the resolved `options`) plus the model's ns_per_launch. Errors: those of ResolveOptions, VariantCost
-// and TimeCostParams (FailedPrecondition for an uncalibrated variant, e.g. the AMD ones).
+// TimeCostParams with the resolved `options`) plus the model's ns_per_launch. Errors: those of
+// ResolveOptions, VariantCost and TimeCostParams (FailedPrecondition for an uncalibrated variant,
+// e.g. the AMD ones).
 absl::StatusOr<double> PredictedDecodeNs(const Batch& batch, const PlanOptions& options,
                                          const WorkPlan& plan);
 

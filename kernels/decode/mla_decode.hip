@@ -213,9 +213,9 @@ using Kernel = void (*)(MlaDecodeParams);
 namespace {
 
 // The kv cache as the narrow, f16pv and f16-tile kernels' TMA map (mla::TmaMap): rows of 576
-// elements, 64 x 64 boxes, bf16 with the 128-byte swizzle, e4m3 as plain bytes. NVIDIA only (AMD
-// never runs the kernel: an empty map).
-hipError_t EncodeKvMap(const MlaDecodeParams& p, mla::TmaMap* map) {
+// elements, 64 x 64 boxes, swizzled as mla::KvMapSwizzleBytes says (raw_e4m3: the kernel keeps
+// e4m3 rows unwidened). NVIDIA only (AMD never runs the kernel: an empty map).
+hipError_t EncodeKvMap(const MlaDecodeParams& p, bool raw_e4m3, mla::TmaMap* map) {
   *map = mla::TmaMap{};
 #if defined(MLAPS_GPU_CUDA)
   static_assert(sizeof(mla::TmaMap) == sizeof(CUtensorMap) && alignof(mla::TmaMap) == 64,
@@ -232,6 +232,7 @@ hipError_t EncodeKvMap(const MlaDecodeParams& p, mla::TmaMap* map) {
   }();
   if (encode == nullptr) return hipErrorInvalidValue;
   const bool fp8 = p.dtype == kMlaFp8E4m3fn;
+  const int swizzle = mla::KvMapSwizzleBytes(fp8, raw_e4m3);
   const int64_t rows = p.num_pages * p.page_size;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(mla::kDimQk),
                               static_cast<cuuint64_t>(rows > 0 ? rows : 1)};
@@ -242,11 +243,14 @@ hipError_t EncodeKvMap(const MlaDecodeParams& p, mla::TmaMap* map) {
                             fp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
                             2, const_cast<void*>(p.kv_cache), dims, row_stride, box,
                             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            fp8 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
+                            swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                            : swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                            : CU_TENSOR_MAP_SWIZZLE_NONE,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) return hipErrorInvalidValue;
 #else
   (void)p;
+  (void)raw_e4m3;
 #endif
   return hipSuccess;
 }
@@ -282,7 +286,9 @@ int LaunchMlaDecode(const MlaDecodeParams& params, void* stream) {
         {mla::MlaDecodeSm90Kernel<false, false>, mla::MlaDecodeSm90Kernel<true, false>}};
     const TmaKernel kernel = kTmaKernels[which][fp8];
     mla::TmaMap kv_map;
-    if (const hipError_t e = EncodeKvMap(params, &kv_map); e != hipSuccess) return e;
+    // The narrow kernel keeps e4m3 rows raw (fp8 wgmma for S); the others widen them.
+    const bool raw_e4m3 = which == 0;
+    if (const hipError_t e = EncodeKvMap(params, raw_e4m3, &kv_map); e != hipSuccess) return e;
     if (!tma_allowed[which][fp8].load(std::memory_order_acquire)) {
       const hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(kernel),
                                                hipFuncAttributeMaxDynamicSharedMemorySize, smem);

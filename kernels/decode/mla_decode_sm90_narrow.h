@@ -15,9 +15,20 @@
 // over), each stores half of P^T, and each adds P V for its 256 O columns (dims chunks 4w ..
 // 4w + 3, whose release is the f16-tile protocol's half w of the slot).
 //
-// Operands: fp8 e4m3 inputs are widened to f16 by the producer (f16 P: 11 bits, one P V pass
-// meets the elementwise gate); bf16 inputs stay bf16 as they landed (no conversion, full bf16
-// range) with P as bf16 hi + lo, two P V passes. kv blocks of 64 tokens that start 64-aligned
+// Operands: bf16 inputs stay bf16 as they landed (no conversion, full bf16 range) with P as
+// bf16 hi + lo, two P V passes. fp8 e4m3 inputs stay e4m3 as they landed (64-byte swizzled rows,
+// RawUnit; no widening by the producer):
+//   S^T on QGMMA (m64n16k32 e4m3, K and Q from shared memory): exact products, but the H200
+//     sums an e4m3 wgmma's products with fewer than fp32's bits, so each k step (32 dims) has an
+//     accumulator of its own and the nine are added in fp32 (session 8's 64-dim groups met the
+//     gates, 128-dim ones did not: notes.md);
+//   O^T += V^T P^T with V^T as the register A operand (m64n16k16 f16): each consumer widens its
+//     256 dims itself, 8 bytes of a token row a load, the bytes of two tokens paired by prmt
+//     and widened exactly by cvt.rn.f16x2.e4m3x2; f16 P (11 bits: one pass meets the
+//     elementwise gate). So that a thread's 8 bytes are one load, the wgmma's M rows and K
+//     columns are permutations of the dims and tokens (VtDim, VtToken): P^T is stored in the
+//     K order, and O^T rows land at their dims in the epilogue. kv blocks of 64 tokens that start
+//     64-aligned
 // inside one page (page size >= 64), are wholly visible and have a valid page id land by TMA
 // (the launch's TmaMap, TmaRowOf); the others by cp.async (zeros past the end, bad pages
 // reported).
@@ -81,15 +92,35 @@ __device__ __forceinline__ uint32_t PartialSAt(uint32_t base, int w, int e, int 
 __device__ __forceinline__ uint32_t SExchanged(const Sm90Bars& bars) { return bars.RowLFull(0); }
 __device__ __forceinline__ uint32_t PWritten(const Sm90Bars& bars) { return bars.RowLFull(1); }
 
+// fp8: where the raw e4m3 rows lie (RawUnit layout, rows of 64 bytes: 8 rows an 512-byte
+// atom): kv chunk c of a slot at its staging half, Q rows 0-15 at chunk c of the Q region.
+constexpr int kRawKv = ChunkMap<true>::kStaging;
+constexpr uint32_t kRawAtom = 8 * 64;
+
+// fp8 P V (register A): the wgmma row (M index) r of dims tile m of consumer w's O^T is dim
+// 256 w + VtDim(m, r); the K column c (0..15) of k step kk is token 16 kk + (c / 2) % 4 + 4 (c %
+// 2) + 8 (c / 8) of the block. A thread (warp wp, lane l) holds rows 16 wp + l / 4 (+ 8) and
+// columns 2 (l % 4) (+ 1, + 8, + 9): its dims of all four tiles are the 8 bytes at 64 wp + 8 (l /
+// 4) of a token row, and the four lanes of a row group read four consecutive token rows (256
+// bytes a load: no bank conflict).
+__device__ __forceinline__ int VtDim(int m, int r) {
+  return 64 * (r >> 4) + 8 * (r & 7) + 2 * m + ((r >> 3) & 1);
+}
+// The K column of the block's token t (P^T's order).
+__device__ __forceinline__ int VtColumn(int t) {
+  return (t & ~15) + 2 * (t & 3) + ((t >> 2) & 1) + 8 * ((t >> 3) & 1);
+}
+
 // ---- What a consumer carries through an item (registers) -------------------------------------
 
 // Fragment of an m64n16 accumulator (thread t of the warpgroup, warp w = t / 32, lane l):
 // element i is M index 16 w + l / 4 + 8 ((i >> 1) & 1) and N index 8 (i >> 2) + 2 (l % 4) +
 // (i & 1). A thread's four q rows ("columns" k = 2 (i >> 2) + (i & 1)) are the same in S^T
 // and every O^T tile.
+template <bool kFp8>
 struct NarrowState {
-  float o[4][8];    // O^T of our 256 columns: dims tile 4 w + m x the 16 q rows, unnormalized
-  float s[2][8];    // our partial S^T in two parts (IssuePartialScores)
+  float o[4][8];  // O^T of our 256 columns: dims tile 4 w + m (fp8: VtDim) x the 16 q rows
+  float s[kFp8 ? L::kChunks : 2][8];  // our partial S^T: a part a k step (fp8) or two parts
   float m[4];       // running max (base 2) of the thread's four q rows (the same in both)
   float l[4];       // this thread's part of their row sums (its tokens), relative to m
   int32_t vend[4];  // kv tokens each of the four rows sees, from it.begin
@@ -116,7 +147,6 @@ __device__ __forceinline__ float RowGroupSum(float x) {
 // + 1 of each of the 9 chunks (in the slot's production order, waiting for each), into s[0]
 // and s[1], one accumulator a k step (one chain of 36 and four chains of 9 measured the same:
 // notes.md, session 11).
-template <bool kFp8>
 __device__ __forceinline__ void IssuePartialScores(int w, const Sm90Bars& bars, uint32_t base,
                                                    int slot, uint32_t n, float (&s)[2][8]) {
   const uint32_t kv = base + L::kKv + slot * L::kTile;
@@ -136,17 +166,83 @@ __device__ __forceinline__ void IssuePartialScores(int w, const Sm90Bars& bars, 
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int kk = 2 * w + h;  // 32 bytes a k step inside the 128-byte rows
-      WgmmaM64N16K16<!kFp8, false>(s[h], a0 + ((kk * 32) >> 4), b0 + ((kk * 32) >> 4), pos > 0);
+      WgmmaM64N16K16<true, false>(s[h], a0 + ((kk * 32) >> 4), b0 + ((kk * 32) >> 4), pos > 0);
     }
   }
   WgmmaCommit();
+}
+
+// fp8: consumer w's half of S^T, the k step w (bytes 32 w .. 32 w + 31 of the 64-byte rows) of
+// each of the 9 chunks (in the slot's production order, waiting for each), each into an
+// accumulator of its own: s[pos] for the chunk at position pos (QGMMA accumulates with fewer
+// than fp32's bits). Indexed by position, not chunk: a compile-time index keeps s in registers;
+// both consumers read a slot in the same order, so their sums have the same bits.
+__device__ __forceinline__ void IssueRawScores(int w, const Sm90Bars& bars, uint32_t base, int slot,
+                                               uint32_t n, float (&s)[L::kChunks][8]) {
+  const uint32_t kv = base + L::kKv + slot * L::kTile;
+#pragma unroll
+  for (int c = 0; c < L::kChunks; ++c) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) s[c][e] = 0.0f;
+    PinAccumulators(s[c]);
+  }
+  WgmmaFence();
+#pragma unroll
+  for (int pos = 0; pos < L::kChunks; ++pos) {
+    const int c = ChunkAt(slot, pos);
+    MbarWait(bars.Full(slot, c), (n >> 1) & 1);
+    const uint64_t a = MatrixDesc(kv + c * L::kChunk + kRawKv + 32 * w, 16, kRawAtom, kSwizzle64B);
+    const uint64_t b =
+        MatrixDesc(base + L::kQ + c * L::kChunk + kRawQAt + 32 * w, 16, kRawAtom, kSwizzle64B);
+    WgmmaM64N16K32E4m3(s[pos], a, b, 0);
+  }
+  WgmmaCommit();
+}
+
+// fp8: the register A operands of consumer w's P V for the block in the slot at `kv` (all four
+// k steps x four dims tiles, in VtDim / VtToken order): per k step, the thread's 8 bytes of four
+// token rows, two rows' bytes paired (prmt) and widened to f16 pairs.
+__device__ __forceinline__ void WidenVt(int w, uint32_t kv, int wtid, uint32_t (&a)[4][4][4]) {
+  const int warp = wtid >> 5, g = (wtid & 31) >> 2, t = wtid & 3;
+  const uint32_t chunk = kv + (4 * w + warp) * L::kChunk + kRawKv;
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+    for (int f = 0; f < 2; ++f) {
+      uint2 rows[2];  // tokens 16 kk + t + 8 f (the even K column) and + 4 (the odd one)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int token = 16 * kk + t + 4 * e + 8 * f;
+        rows[e] = LoadShared64(chunk + RawUnit(token, g >> 1) + 8 * (g & 1));
+      }
+      // Bytes j of the two rows -> dim 8 g + j's pair: A register (j & 1) + 2 f of tile j / 2.
+      uint32_t pair[4];
+      pair[0] = PermuteBytes(rows[0].x, rows[1].x, 0x5140);
+      pair[1] = PermuteBytes(rows[0].x, rows[1].x, 0x7362);
+      pair[2] = PermuteBytes(rows[0].y, rows[1].y, 0x5140);
+      pair[3] = PermuteBytes(rows[0].y, rows[1].y, 0x7362);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) E4m3x4ToF16x2x2(pair[q], a[kk][q][2 * f], a[kk][q][2 * f + 1]);
+    }
+  }
+}
+
+// fp8: O^T[our 256 columns] += V^T P^T with V^T from registers (WidenVt) and P^T (f16, in
+// VtToken order) from the rope chunk.
+__device__ __forceinline__ void IssueRawPv(uint32_t kv, const uint32_t (&a)[4][4][4],
+                                           float (&o)[4][8]) {
+  const uint64_t p0 = MatrixDesc(kv + 8 * L::kChunk, 16, 1024, kSwizzle128B);
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+    for (int m = 0; m < 4; ++m) WgmmaM64N16K16F16RegA(o[m], a[kk][m], p0 + ((kk * 32) >> 4), 1);
+  }
 }
 
 // O^T[our 256 columns] += V^T P^T for the block in the slot at `kv`: dims tile 4 w + m is
 // chunk 4 w + m read MN-major (64 dims along the 128-byte rows, 16 tokens a k step = 2 KB);
 // P^T from the rope chunk (bf16: hi, then lo at row 16). The four tiles' accumulators take
 // turns, so consecutive wgmmas are independent.
-template <bool kFp8>
 __device__ __forceinline__ void IssueHalfPv(int w, uint32_t kv, float (&o)[4][8]) {
   const uint64_t v0 = MatrixDesc(kv + 4 * w * L::kChunk, L::kChunk, 1024, kSwizzle128B);
   const uint64_t p0 = MatrixDesc(kv + 8 * L::kChunk, 16, 1024, kSwizzle128B);
@@ -155,15 +251,13 @@ __device__ __forceinline__ void IssueHalfPv(int w, uint32_t kv, float (&o)[4][8]
   for (int kk = 0; kk < 4; ++kk) {
 #pragma unroll
     for (int m = 0; m < 4; ++m) {
-      WgmmaM64N16K16<!kFp8, true>(o[m], v0 + ((m * L::kChunk + kk * 16 * 128) >> 4),
-                                  p0 + ((kk * 32) >> 4), 1);
+      WgmmaM64N16K16<true, true>(o[m], v0 + ((m * L::kChunk + kk * 16 * 128) >> 4),
+                                 p0 + ((kk * 32) >> 4), 1);
     }
-    if (!kFp8) {
 #pragma unroll
-      for (int m = 0; m < 4; ++m) {
-        WgmmaM64N16K16<true, true>(o[m], v0 + ((m * L::kChunk + kk * 16 * 128) >> 4),
-                                   p_lo + ((kk * 32) >> 4), 1);
-      }
+    for (int m = 0; m < 4; ++m) {
+      WgmmaM64N16K16<true, true>(o[m], v0 + ((m * L::kChunk + kk * 16 * 128) >> 4),
+                                 p_lo + ((kk * 32) >> 4), 1);
     }
   }
 }
@@ -176,21 +270,36 @@ __device__ __forceinline__ void IssueHalfPv(int w, uint32_t kv, float (&o)[4][8]
 // 8 w + 7), and once all of P^T is in, its O^T columns rescaled and P V added; its half of
 // the slot is freed when that P V retired.
 template <bool kFp8>
-__device__ __forceinline__ void RunBlock(int w, NarrowState& st, const Sm90Bars& bars,
+__device__ __forceinline__ void RunBlock(int w, NarrowState<kFp8>& st, const Sm90Bars& bars,
                                          uint32_t base, uint32_t n, int i, int wtid,
                                          float scale_log2) {
   const int warp = wtid >> 5, lane = wtid & 31, quad = lane & 3;
   const int slot = static_cast<int>(n & 1);
-  IssuePartialScores<kFp8>(w, bars, base, slot, n, st.s);
-  WgmmaWait<0>();
-  PinAccumulators(st.s[0]);
-  PinAccumulators(st.s[1]);
+  const uint32_t kv = base + L::kKv + slot * L::kTile;
   float sc[8];
+  uint32_t vt[kFp8 ? 4 : 1][4][4];  // fp8: P V's A operands, widened while S runs
+  if constexpr (kFp8) {
+    IssueRawScores(w, bars, base, slot, n, st.s);
+    WidenVt(w, kv, wtid, vt);  // every chunk landed: IssueRawScores waited for each
+    WgmmaWait<0>();
 #pragma unroll
-  for (int e = 0; e < 8; ++e) {
-    sc[e] = st.s[0][e] + st.s[1][e];
-    StoreSharedF32(PartialSAt(base, w, e, wtid), sc[e]);
+    for (int c = 0; c < L::kChunks; ++c) PinAccumulators(st.s[c]);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      sc[e] = st.s[0][e];
+#pragma unroll
+      for (int c = 1; c < L::kChunks; ++c) sc[e] += st.s[c][e];
+    }
+  } else {
+    IssuePartialScores(w, bars, base, slot, n, st.s);
+    WgmmaWait<0>();
+    PinAccumulators(st.s[0]);
+    PinAccumulators(st.s[1]);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) sc[e] = st.s[0][e] + st.s[1][e];
   }
+#pragma unroll
+  for (int e = 0; e < 8; ++e) StoreSharedF32(PartialSAt(base, w, e, wtid), sc[e]);
   MbarArrive(SExchanged(bars));
   MbarWait(SExchanged(bars), n & 1);
 #pragma unroll
@@ -236,8 +345,8 @@ __device__ __forceinline__ void RunBlock(int w, NarrowState& st, const Sm90Bars&
     st.m[k] = m_new;
     st.l[k] *= alpha[k];
   }
-  // P^T into the rope chunk (dead once both halves of S retired): q rows 8 w .. 8 w + 7 here.
-  const uint32_t kv = base + L::kKv + slot * L::kTile;
+  // P^T into the rope chunk (bf16: dead once both halves of S retired; fp8: its first half,
+  // which the raw rows leave free): q rows 8 w .. 8 w + 7 here.
   const uint32_t p_tile = kv + 8 * L::kChunk;
 #pragma unroll
   for (int e = 0; e < 8; ++e) {
@@ -246,7 +355,8 @@ __device__ __forceinline__ void RunBlock(int w, NarrowState& st, const Sm90Bars&
     st.l[k] += p;
     if ((e >> 2) != w) continue;
     if (kFp8) {
-      StoreShared16(PAt(p_tile, col, t), static_cast<uint16_t>(PackF16x2(p, 0.0f) & 0xffffu));
+      StoreShared16(PAt(p_tile, col, VtColumn(t)),
+                    static_cast<uint16_t>(PackF16x2(p, 0.0f) & 0xffffu));
     } else {
       const uint16_t hi = static_cast<uint16_t>(PackBf16x2(p, 0.0f) & 0xffffu);
       const float lo = p - Bf16ToFloat(hi);
@@ -269,7 +379,11 @@ __device__ __forceinline__ void RunBlock(int w, NarrowState& st, const Sm90Bars&
   for (int m = 0; m < 4; ++m) PinAccumulators(st.o[m]);
   MbarWait(PWritten(bars), n & 1);
   WgmmaFence();
-  IssueHalfPv<kFp8>(w, kv, st.o);
+  if constexpr (kFp8) {
+    IssueRawPv(kv, vt, st.o);
+  } else {
+    IssueHalfPv(w, kv, st.o);
+  }
   WgmmaCommit();
   WgmmaWait<0>();
 #pragma unroll
@@ -288,7 +402,7 @@ __device__ int RunConsumerNarrow(const MlaDecodeParams& p, const Item& it, uint8
   const Sm90Bars bars{base + L::kBars};
   const int nblk = BlocksOf(it);
   const float scale_log2 = p.sm_scale * p.q_scale * p.kv_scale * kLog2e;
-  NarrowState st;
+  NarrowState<kFp8> st;
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     const int col = ColOf(k, quad);
@@ -334,7 +448,8 @@ __device__ int RunConsumerNarrow(const MlaDecodeParams& p, const Item& it, uint8
   for (int m = 0; m < 4; ++m) {
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
-      const int k = KOf(e), col = ColOf(k, quad), d = 64 * m + d0 + 8 * ((e >> 1) & 1);
+      const int k = KOf(e), col = ColOf(k, quad), r = d0 + 8 * ((e >> 1) & 1);
+      const int d = kFp8 ? VtDim(m, r) : 64 * m + r;
       StoreSharedF32(ScratchRow(base, 16 * w + col) + StagingWord(col, d), st.o[m][e] * inv[k]);
     }
   }
@@ -381,7 +496,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1)
 #if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
   // Both consumers run one instance of their code (half the hot code for the instruction
   // caches).
-  RunSm90Block<kFp8, /*kWiden=*/kFp8, kRows, /*kTma=*/true, /*kOneConsumerCode=*/true>(
+  RunSm90Block<kFp8, /*kWiden=*/false, kRows, /*kTma=*/true, /*kOneConsumerCode=*/true>(
       p, &kv_map, [&](int w, const Item& it, uint8_t* smem, uint32_t seq, uint32_t item) {
         return RunConsumerNarrow<kFp8>(p, it, smem, seq, item, w);
       });

@@ -75,11 +75,15 @@ static_assert(SmemSm90::kKv % 1024 == 0 && SmemSm90::kTile % 1024 == 0 &&
 
 // A 2-D TMA tensor map (the 128 bytes of a CUtensorMap) over the kv cache as rows of 576
 // elements (bf16, or e4m3 as bytes), boxes of 64 x 64 (bf16 with the 128-byte swizzle: one
-// chunk of a tile as wgmma reads it; e4m3 plain: a chunk's staging half). Kernels take it
-// as a __grid_constant__ parameter.
+// chunk of a tile as wgmma reads it; e4m3 plain: a chunk's staging half, or 64-byte swizzled
+// where the kernel keeps e4m3 raw: KvMapSwizzleBytes). Kernels take it as a __grid_constant__
+// parameter.
 struct alignas(64) TmaMap {
   uint64_t words[16];
 };
+// The swizzle of the kv map's boxes in bytes of a box row (0: none) for a kernel on this
+// layout: bf16 128; e4m3 widened by the producer 0; e4m3 kept raw for fp8 wgmma operands 64.
+constexpr int KvMapSwizzleBytes(bool fp8, bool raw_e4m3) { return !fp8 ? 128 : raw_e4m3 ? 64 : 0; }
 // A kernel parameter read in place from the parameter space (TmaMap arguments).
 #if defined(__CUDACC__)
 #define MLAPS_GRID_CONSTANT __grid_constant__
@@ -149,6 +153,10 @@ struct ChunkMap {
   static constexpr int kRowsPerThread = 64 / kRowStep;              // 8 or 4 rows a chunk
   static constexpr int kStaging = kFp8 ? SmemSm90::kChunk / 2 : 0;  // raw rows in a chunk
 };
+
+// Where a raw e4m3 Q tile (kRaw: not widened) starts in each chunk of the Q region; kv blocks
+// stay at the staging half.
+constexpr int kRawQAt = 0;
 
 // Rows a copy thread reads (first + k * kRowStep of the tile), as row indices into Q or the kv
 // cache (-1: zeros; both stay below 2^31 rows, MlaDecodeParamsError).
@@ -220,6 +228,14 @@ __device__ __forceinline__ uint32_t ChunkUnit(int row, int unit) {
   return row * 128 + ((unit ^ (row & 7)) << 4);
 }
 
+// Offset of 16-byte unit `unit` (0..3) of row `row` in a raw e4m3 chunk kept for fp8 wgmma
+// operands (kernels that do not widen e4m3): 64-byte rows with the 64-byte swizzle (units XOR-ed
+// by (row / 2) % 4), the K-major layout QGMMA reads and a TMA box with
+// CU_TENSOR_MAP_SWIZZLE_64B lands.
+__device__ __forceinline__ uint32_t RawUnit(int row, int unit) {
+  return row * 64 + ((unit ^ ((row >> 1) & 3)) << 4);
+}
+
 // Element (row, token) of a P tile stored as 64-token K-major rows in a slot's rope chunk at
 // `p_tile` (dead once S is done), 128-byte swizzled like a Q chunk: the B operand P^T of the
 // transposed P V (narrow and f16 P V kernels).
@@ -229,11 +245,12 @@ __device__ __forceinline__ uint32_t PAt(uint32_t p_tile, int row, int token) {
 
 // Copy thread `ctid`'s cp.async of the chunks at positions [pos0, pos1) (ChunkAt(slot, .)) of a
 // tile at `tile` from `src` rows of `rows`: bf16 units to their swizzled place, e4m3 units to
-// the chunk's staging half; the tile's first kRows rows only. Row by row, so one source address
-// is live at a time.
-template <bool kFp8, int kRows = 64>
+// the chunk's staging half (kRaw: 64-byte swizzled rows at `raw_at` in the chunk, RawUnit); the
+// tile's first kRows rows only. Row by row, so one source address is live at a time.
+template <bool kFp8, int kRows = 64, bool kRaw = false>
 __device__ __forceinline__ void CopyChunks(const uint8_t* rows, const RowSources<kFp8>& src,
-                                           int slot, int pos0, int pos1, int ctid, uint8_t* tile) {
+                                           int slot, int pos0, int pos1, int ctid, uint8_t* tile,
+                                           int raw_at = ChunkMap<kFp8>::kStaging) {
 #if defined(MLAPS_SM90_PROBE_SKIP_COPY)
   if (slot >= 0) return;  // (every call: Q too)
 #endif
@@ -246,7 +263,9 @@ __device__ __forceinline__ void CopyChunks(const uint8_t* rows, const RowSources
     const bool valid = src.row[k] >= 0;
     const uint8_t* from =
         valid ? rows + static_cast<int64_t>(src.row[k]) * M::kRowBytes + unit * 16 : rows;
-    uint8_t* to = tile + (kFp8 ? M::kStaging + row * 64 + unit * 16 : ChunkUnit(row, unit));
+    uint8_t* to = tile + (!kFp8  ? ChunkUnit(row, unit)
+                          : kRaw ? raw_at + RawUnit(row, unit)
+                                 : M::kStaging + row * 64 + unit * 16);
 #pragma unroll
     for (int pos = pos0; pos < pos1; ++pos) {
       const int c = ChunkAt(slot, pos);
@@ -368,8 +387,9 @@ __device__ __forceinline__ int32_t TmaRowOf(const MlaDecodeParams& p, const Item
 // slot's halves (slot 0 frees chunks 0-3 with consumer 0's P V and 4-7 with consumer 1's; slot 1
 // the other way round, ChunkAt; chunk 8 after both); each chunk's copies land on landed[slot][c],
 // by cp.async, or (kTma) by one TMA load a chunk where the block allows it (TmaRowOf), with an
-// L2 evict-first hint if kEvictFirst.
-template <bool kFp8, int kQRows, bool kTma, bool kEvictFirst>
+// L2 evict-first hint if kEvictFirst. kRaw (e4m3 not widened): the rows stay e4m3 in 64-byte
+// swizzled rows (RawUnit), Q at each chunk's start, kv blocks in each chunk's staging half.
+template <bool kFp8, int kQRows, bool kTma, bool kEvictFirst, bool kRaw = false>
 __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
                              uint32_t seq, uint32_t item, int nblk, const TmaMap* kv_map) {
   using L = SmemSm90;
@@ -385,7 +405,8 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
     MbarArrive(bars.QLanded());
     return;
   }
-  CopyChunks<kFp8, kQRows>(q_rows, QRows<kFp8>(p, it, ctid), 0, 0, L::kChunks, ctid, smem + L::kQ);
+  CopyChunks<kFp8, kQRows, kRaw>(q_rows, QRows<kFp8>(p, it, ctid), 0, 0, L::kChunks, ctid,
+                                 smem + L::kQ, kRaw ? kRawQAt : ChunkMap<kFp8>::kStaging);
   CpAsyncArrive(bars.QLanded());
   for (int t = 0; t < nblk; ++t) {
     const uint32_t n = seq + t;
@@ -417,7 +438,7 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
 #pragma unroll
       for (int pos = 0; pos < L::kChunks; ++pos) {
         wait_free(pos);
-        CopyChunks<kFp8>(kv_rows, src, slot, pos, pos + 1, ctid, tile);
+        CopyChunks<kFp8, 64, kRaw>(kv_rows, src, slot, pos, pos + 1, ctid, tile);
         CpAsyncArrive(bars.Landed(slot, ChunkAt(slot, pos)));
       }
       continue;
@@ -494,7 +515,8 @@ __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
                                uint32_t seq, uint32_t item, const TmaMap* kv_map) {
   const int nblk = BlocksOf(it);
   if ((threadIdx.x & (kSm90WgThreads - 1)) < kSm90CopyThreads) {
-    CopyItemSm90<kFp8, kQRows, kTma, kEvictFirst>(p, it, smem, cu, seq, item, nblk, kv_map);
+    CopyItemSm90<kFp8, kQRows, kTma, kEvictFirst, kFp8 && !kWiden>(p, it, smem, cu, seq, item, nblk,
+                                                                   kv_map);
   } else {
     ConvertItemSm90<kFp8, kWiden, kQRows>(p, smem, cu, seq, item, nblk);
   }

@@ -16,7 +16,7 @@ namespace mlaps {
 namespace mla {
 
 // Matrix descriptor swizzle modes (bits 62-63).
-enum DescSwizzle : uint32_t { kSwizzleNone = 0, kSwizzle128B = 1 };
+enum DescSwizzle : uint32_t { kSwizzleNone = 0, kSwizzle128B = 1, kSwizzle64B = 2 };
 
 // Matrix descriptor of a wgmma operand at shared address `addr`: lbo / sbo are the "leading"
 // and "stride" byte offsets of the layout (see each caller), all in 16-byte units. The
@@ -176,6 +176,32 @@ __device__ __forceinline__ void WgmmaM64N16K16(float (&d)[8], uint64_t desc_a, u
                                                int accumulate) {
   mlaps_emu::Wgmma(d, 16, desc_a, desc_b, /*trans_b=*/false, accumulate != 0,
                    kBf16 ? mlaps_emu::WgmmaType::kBf16 : mlaps_emu::WgmmaType::kF16, kTransA);
+}
+__device__ __forceinline__ void WgmmaM64N16K32E4m3(float (&d)[8], uint64_t desc_a, uint64_t desc_b,
+                                                   int accumulate) {
+  mlaps_emu::Wgmma(d, 16, desc_a, desc_b, /*trans_b=*/false, accumulate != 0,
+                   mlaps_emu::WgmmaType::kE4m3);
+}
+__device__ __forceinline__ void WgmmaM64N16K16F16RegA(float (&d)[8], const uint32_t (&a)[4],
+                                                      uint64_t desc_b, int accumulate) {
+  mlaps_emu::WgmmaRegA(d, 16, a, desc_b, /*trans_b=*/false, accumulate != 0,
+                       mlaps_emu::WgmmaType::kF16);
+}
+__device__ __forceinline__ uint2 LoadShared64(uint32_t addr) {
+  uint2 v;
+  memcpy(&v, mlaps_emu::SmemBytes(addr, 8), 8);
+  return v;
+}
+// prmt.b32 (default mode): byte i of the result is byte (selector nibble i) of {b, a}
+// (0-3: a's bytes, 4-7: b's).
+__device__ __forceinline__ uint32_t PermuteBytes(uint32_t a, uint32_t b, uint32_t selector) {
+  const uint64_t pool = (static_cast<uint64_t>(b) << 32) | a;
+  uint32_t out = 0;
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t pick = (selector >> (4 * i)) & 7u;
+    out |= static_cast<uint32_t>((pool >> (8 * pick)) & 0xffu) << (8 * i);
+  }
+  return out;
 }
 template <int kRegs>
 __device__ __forceinline__ void SetMaxRegsInc() {}
@@ -534,6 +560,33 @@ __device__ __forceinline__ void WgmmaM64N16K16(float (&d)[8], uint64_t desc_a, u
   }
 }
 
+// d (m64n16, fp32) = A B (+ d) over 32 e4m3 values of K (QGMMA): A 64 x 32 and B 32 x 16, both
+// K-major in shared memory. Exact products; the H200 sums them with fewer than fp32's bits
+// (see WgmmaM64N64K32E4m3), so callers keep one k step an accumulator and add in fp32.
+__device__ __forceinline__ void WgmmaM64N16K32E4m3(float (&d)[8], uint64_t desc_a, uint64_t desc_b,
+                                                   int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+// d (m64n16, fp32) = A B (+ d) with A = 64 x 16 f16 from registers (the m64k16 A fragment) and
+// B = 16 x 16 f16 K-major from shared memory.
+__device__ __forceinline__ void WgmmaM64N16K16F16RegA(float (&d)[8], const uint32_t (&a)[4],
+                                                      uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+}
+
 // Register budget of the calling warpgroup (sm_90a; the kernel needs a launch-bounds cap).
 template <int kRegs>
 __device__ __forceinline__ void SetMaxRegsInc() {
@@ -585,6 +638,19 @@ __device__ __forceinline__ uint4 LoadShared128(uint32_t addr) {
                : "r"(addr)
                : "memory");
   return v;
+}
+
+__device__ __forceinline__ uint2 LoadShared64(uint32_t addr) {
+  uint2 v;
+  asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "r"(addr) : "memory");
+  return v;
+}
+
+// prmt.b32: byte i of the result is byte (selector nibble i) of {b, a} (0-3: a's, 4-7: b's).
+__device__ __forceinline__ uint32_t PermuteBytes(uint32_t a, uint32_t b, uint32_t selector) {
+  uint32_t out;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(out) : "r"(a), "r"(b), "r"(selector));
+  return out;
 }
 
 // Two bf16 (low half first) as two f16, round to nearest even: exact for magnitudes in

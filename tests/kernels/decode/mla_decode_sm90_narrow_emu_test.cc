@@ -33,7 +33,7 @@ using testing::PlanForTest;
 
 // The kernel with the kv cache's TMA map as the launch encodes it on the GPU.
 void NarrowBody(const MlaDecodeParams& p, bool fp8) {
-  const mla::TmaMap map = testing::KvTmaMap(p, fp8);
+  const mla::TmaMap map = testing::KvTmaMap(p, fp8, /*raw_e4m3=*/true);
   if (fp8) {
     mla::sm90_narrow::MlaDecodeSm90NarrowKernel<true>(p, map);
   } else {

@@ -38,12 +38,14 @@ struct Sm90KernelUnderTest {
 };
 
 // The kv cache's TMA map as LaunchMlaDecode encodes it on the GPU (rows of 576 elements,
-// 64 x 64 boxes, bf16 128-byte swizzled, e4m3 plain), for the kernels that take one.
-inline mla::TmaMap KvTmaMap(const MlaDecodeParams& p, bool fp8) {
+// 64 x 64 boxes, swizzled as mla::KvMapSwizzleBytes says), for the kernels that take one;
+// raw_e4m3: the kernel keeps e4m3 rows unwidened (the narrow kernel).
+inline mla::TmaMap KvTmaMap(const MlaDecodeParams& p, bool fp8, bool raw_e4m3 = false) {
   mla::TmaMap map;
   const int64_t rows = p.num_pages * p.page_size;
   mlaps_emu::EncodeTmaMap2D(&map, p.kv_cache, fp8 ? 1 : 2, kHeadDimQk, rows > 0 ? rows : 1,
-                            kHeadDimQk * (fp8 ? 1 : 2), 64, 64, /*swizzle_128b=*/!fp8);
+                            kHeadDimQk * (fp8 ? 1 : 2), 64, 64,
+                            mla::KvMapSwizzleBytes(fp8, raw_e4m3));
   return map;
 }
 

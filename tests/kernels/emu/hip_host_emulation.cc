@@ -926,28 +926,25 @@ struct EmuTmaMap {
   uint64_t tag;
   const uint8_t* base;
   int64_t inner, rows, row_stride;
-  int32_t elem_bytes, box_inner, box_rows, swizzle_128b;
+  int32_t elem_bytes, box_inner, box_rows, swizzle_bytes;
 };
 static_assert(sizeof(EmuTmaMap) <= 128, "fits a CUtensorMap");
 constexpr uint64_t kTmaTag = 0x746d615f6d617032ull;  // "tma_map2"
 
 void EncodeTmaMap2D(void* map, const void* base, int elem_bytes, int64_t inner, int64_t rows,
-                    int64_t row_stride, int box_inner, int box_rows, bool swizzle_128b) {
+                    int64_t row_stride, int box_inner, int box_rows, int swizzle_bytes) {
   const int64_t box_row_bytes = int64_t{box_inner} * elem_bytes;
   if (reinterpret_cast<uintptr_t>(base) % 16 != 0 || row_stride % 16 != 0 || inner < 1 ||
       rows < 1 || box_inner < 1 || box_rows < 1 || box_rows > 256 || box_row_bytes % 16 != 0 ||
-      (swizzle_128b && box_row_bytes != 128) || inner * elem_bytes > row_stride) {
+      (swizzle_bytes != 0 && swizzle_bytes != 64 && swizzle_bytes != 128) ||
+      (swizzle_bytes != 0 && box_row_bytes != swizzle_bytes) || inner * elem_bytes > row_stride) {
     Die("EncodeTmaMap2D: unsupported or misaligned tensor map", base);
   }
-  EmuTmaMap m{kTmaTag,
-              static_cast<const uint8_t*>(base),
-              inner,
-              rows,
-              row_stride,
-              elem_bytes,
-              box_inner,
-              box_rows,
-              swizzle_128b ? 1 : 0};
+  EmuTmaMap m{kTmaTag,      static_cast<const uint8_t*>(base),
+              inner,        rows,
+              row_stride,   elem_bytes,
+              box_inner,    box_rows,
+              swizzle_bytes};
   std::memset(map, 0, 128);
   std::memcpy(map, &m, sizeof(m));
 }
@@ -964,7 +961,7 @@ void TmaLoad2D(uint32_t dst, const void* map, int x, int y, uint32_t bar) {
   EmuTmaMap m;
   std::memcpy(&m, map, sizeof(m));
   if (m.tag != kTmaTag) DieAt("cp.async.bulk.tensor: not a tensor map (" + WhoAmI() + ")");
-  const uint32_t align = m.swizzle_128b ? 1024u : 128u;
+  const uint32_t align = m.swizzle_bytes != 0 ? 8u * m.swizzle_bytes : 128u;
   if (dst % align != 0) {
     DieAt("cp.async.bulk.tensor: shared destination " + Hex(dst) + " not " + std::to_string(align) +
           "-byte aligned");
@@ -974,10 +971,11 @@ void TmaLoad2D(uint32_t dst, const void* map, int x, int y, uint32_t bar) {
   uint8_t* smem = SmemAt(dst, static_cast<int>(a.tx_bytes), "cp.async.bulk.tensor");
   for (int r = 0; r < m.box_rows; ++r) {
     for (int u = 0; u < row_bytes / 16; ++u) {
-      // The box lands row after row; the 128-byte swizzle XORs a row's 16-byte units by the
-      // row's index within its 1024-byte atom (a function of the shared address).
+      // The box lands row after row; the 128-byte (64-byte) swizzle XORs a row's 16-byte units
+      // by bits 7-9 (7-8) of the offset inside its 1024-byte (512-byte) atom (a function of the
+      // shared address).
       uint32_t off = static_cast<uint32_t>(r * row_bytes + 16 * u);
-      if (m.swizzle_128b) off ^= ((off >> 7) & 7u) << 4;
+      if (m.swizzle_bytes != 0) off ^= ((off >> 7) & (m.swizzle_bytes / 16u - 1u)) << 4;
       const int64_t gy = int64_t{y} + r, gx = int64_t{x} + int64_t{u} * 16 / m.elem_bytes;
       // Elements outside the tensor read as zeros (a 16-byte unit is in or out as a whole
       // here: the callers' boxes tile the inner dimension).

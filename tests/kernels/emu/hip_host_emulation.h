@@ -153,12 +153,13 @@ void CpAsyncArrive(uint32_t bar);
 void NamedBarrierSync(int id, int threads);
 // TMA: a 2-D tensor map in the 128 bytes at `map` (rows of `inner` elements of `elem_bytes`,
 // `row_stride` bytes apart; boxes of box_rows x box_inner elements landing row after row, with
-// the 128-byte swizzle when asked), as cuTensorMapEncodeTiled makes on the GPU (aborts on
-// what the emulation does not model); mbarrier.arrive.expect_tx; and the load of the box at
-// element (x, y) into shared memory, completing `bytes` on `bar` when it lands (as late as a
-// waiter on `bar` allows; elements outside the tensor read as zeros).
+// the 64- or 128-byte swizzle when swizzle_bytes asks for one: 0, 64 or 128, the box's row), as
+// cuTensorMapEncodeTiled makes on the GPU (aborts on what the emulation does not model);
+// mbarrier.arrive.expect_tx; and the load of the box at element (x, y) into shared memory,
+// completing `bytes` on `bar` when it lands (as late as a waiter on `bar` allows; elements outside
+// the tensor read as zeros).
 void EncodeTmaMap2D(void* map, const void* base, int elem_bytes, int64_t inner, int64_t rows,
-                    int64_t row_stride, int box_inner, int box_rows, bool swizzle_128b);
+                    int64_t row_stride, int box_inner, int box_rows, int swizzle_bytes);
 void MbarArriveExpectTx(uint32_t bar, int bytes);
 void TmaLoad2D(uint32_t dst, const void* map, int x, int y, uint32_t bar);
 void WgmmaFence();

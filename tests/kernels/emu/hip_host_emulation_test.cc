@@ -171,7 +171,7 @@ TEST(HipHostEmulationTest, TmaLoadSwizzlesZeroFillsAndCompletesOnBytes) {
   alignas(16) static uint16_t tensor[kRows * kInner];
   for (int i = 0; i < kRows * kInner; ++i) tensor[i] = static_cast<uint16_t>(i + 1);
   alignas(64) unsigned char map[128];
-  mlaps_emu::EncodeTmaMap2D(map, tensor, 2, kInner, kRows, kInner * 2, 64, 4, true);
+  mlaps_emu::EncodeTmaMap2D(map, tensor, 2, kInner, kRows, kInner * 2, 64, 4, 128);
   uint8_t before = 0;
   std::vector<uint16_t> got(4 * 64);
   const std::string error = Launch(dim3(1), dim3(32), 2048, [&] {
@@ -204,6 +204,51 @@ TEST(HipHostEmulationTest, TmaLoadSwizzlesZeroFillsAndCompletesOnBytes) {
     mlaps_emu::MbarWait(0, 0);
   });
   EXPECT_NE(short_of_bytes.find("deadlock"), std::string::npos) << short_of_bytes;
+}
+
+// The 64-byte swizzle (raw e4m3 rows for fp8 wgmma operands): 16-byte unit u of box row r lands
+// at unit u ^ ((r / 2) % 4) of the row's 64 bytes; a 512-byte-aligned destination.
+TEST(HipHostEmulationTest, TmaLoadSwizzles64ByteRows) {
+  constexpr int kRows = 10, kInner = 96;  // bytes: 10 rows of 96 (row stride 96 B)
+  alignas(16) static uint8_t tensor[kRows * kInner];
+  for (int i = 0; i < kRows * kInner; ++i) tensor[i] = static_cast<uint8_t>(i * 7 + 1);
+  alignas(64) unsigned char map[128];
+  mlaps_emu::EncodeTmaMap2D(map, tensor, 1, kInner, kRows, kInner, 64, 8, 64);
+  std::vector<uint8_t> got(8 * 64);
+  const std::string error = Launch(dim3(1), dim3(32), 2048, [&] {
+    if (threadIdx.x != 0) return;
+    mlaps_emu::MbarInit(0, 1);
+    mlaps_emu::MbarArriveExpectTx(0, 8 * 64);
+    mlaps_emu::TmaLoad2D(512, map, 32, 1, 0);  // rows 1..8, bytes 32..95
+    mlaps_emu::MbarWait(0, 0);
+    for (int r = 0; r < 8; ++r) {
+      for (int x = 0; x < 64; ++x) {
+        const uint32_t off = 512 + r * 64 + ((((x / 16) ^ (r / 2)) & 3) << 4) + x % 16;
+        got[r * 64 + x] = mlaps_emu::DynamicSmem()[off];
+      }
+    }
+  });
+  ASSERT_EQ(error, "");
+  for (int r = 0; r < 8; ++r) {
+    for (int x = 0; x < 64; ++x) {
+      ASSERT_EQ(got[r * 64 + x], tensor[(r + 1) * kInner + 32 + x]) << "row " << r << " byte " << x;
+    }
+  }
+}
+
+TEST(HipHostEmulationDeathTest, TmaLoadSwizzled64OffTheAtomGridAborts) {
+  alignas(16) static uint8_t tensor[8 * 64] = {};
+  alignas(64) unsigned char map[128];
+  mlaps_emu::EncodeTmaMap2D(map, tensor, 1, 64, 8, 64, 64, 8, 64);
+  EXPECT_DEATH(Launch(dim3(1), dim3(32), 2048,
+                      [&] {
+                        if (threadIdx.x != 0) return;
+                        mlaps_emu::MbarInit(0, 1);
+                        mlaps_emu::MbarArriveExpectTx(0, 8 * 64);
+                        mlaps_emu::TmaLoad2D(256, map, 0, 0, 0);
+                        mlaps_emu::MbarWait(0, 0);
+                      }),
+               "not 512-byte aligned");
 }
 
 // The shared e4m3 case (e4m3_wgmma_case.h; the GPU test runs the same bytes): A and B

@@ -34,9 +34,10 @@
 // reported).
 //
 // Shared memory beyond the f16-tile kernel's use of the layout:
-//   * the slot's rope chunk (dead once both halves of S are done) holds P^T: row r (q row) of
-//     P hi, tokens along the 128-byte row as a K-major swizzled operand; bf16 P lo at row
-//     16 + r;
+//   * bf16: the slot's rope chunk (dead once both halves of S are done) holds P^T: row r (q
+//     row) of P hi, tokens along the 128-byte row as a K-major swizzled operand; P lo at row
+//     16 + r. fp8: raw blocks take half a slot's bytes, so the ring has four slots (KvRing:
+//     the producer runs three blocks ahead) and P^T lies in the Q region (RawPTile);
 //   * SmemSm90::kRowL holds each consumer's block row-max reduction across its four warps;
 //   * the Q tile's rows 16-63 (the producer loads rows 0-15 only) hold scratch rows: the
 //     partial S^T exchange, the row sums' reduction and the output staging. The producer
@@ -92,10 +93,19 @@ __device__ __forceinline__ uint32_t PartialSAt(uint32_t base, int w, int e, int 
 __device__ __forceinline__ uint32_t SExchanged(const Sm90Bars& bars) { return bars.RowLFull(0); }
 __device__ __forceinline__ uint32_t PWritten(const Sm90Bars& bars) { return bars.RowLFull(1); }
 
-// fp8: where the raw e4m3 rows lie (RawUnit layout, rows of 64 bytes: 8 rows an 512-byte
-// atom): kv chunk c of a slot at its staging half, Q rows 0-15 at chunk c of the Q region.
-constexpr int kRawKv = ChunkMap<true>::kStaging;
+// fp8: the raw e4m3 rows (RawUnit layout, rows of 64 bytes: 8 rows a 512-byte atom) of a kv
+// block in a four-slot ring (KvRing<true>), Q rows 0-15 at the start of each Q chunk.
 constexpr uint32_t kRawAtom = 8 * 64;
+
+// fp8: P^T of block n (16 rows of 128 bytes, 128-byte swizzled) in the Q region's free bytes
+// 1024-2047 of chunk 2 (n % 2) (q rows 0-7) and the next chunk (rows 8-15): the rope chunk's
+// first half holds raw rows of slots 2-3.
+__device__ __forceinline__ uint32_t RawPTile(uint32_t base, uint32_t n) {
+  return base + L::kQ + 2 * (n & 1) * L::kChunk + 1024;
+}
+__device__ __forceinline__ uint32_t RawPAt(uint32_t p_tile, int row, int token) {
+  return PAt(p_tile + (row >> 3) * L::kChunk, row & 7, token);
+}
 
 // fp8 P V (register A): the wgmma row (M index) r of dims tile m of consumer w's O^T is dim
 // 256 w + VtDim(m, r); the K column c (0..15) of k step kk is token 16 kk + (c / 2) % 4 + 4 (c %
@@ -177,9 +187,9 @@ __device__ __forceinline__ void IssuePartialScores(int w, const Sm90Bars& bars, 
 // accumulator of its own: s[pos] for the chunk at position pos (QGMMA accumulates with fewer
 // than fp32's bits). Indexed by position, not chunk: a compile-time index keeps s in registers;
 // both consumers read a slot in the same order, so their sums have the same bits.
-__device__ __forceinline__ void IssueRawScores(int w, const Sm90Bars& bars, uint32_t base, int slot,
-                                               uint32_t n, float (&s)[L::kChunks][8]) {
-  const uint32_t kv = base + L::kKv + slot * L::kTile;
+__device__ __forceinline__ void IssueRawScores(int w, const Sm90Bars& bars, uint32_t base,
+                                               uint32_t rows, int slot, uint32_t parity,
+                                               float (&s)[L::kChunks][8]) {
 #pragma unroll
   for (int c = 0; c < L::kChunks; ++c) {
 #pragma unroll
@@ -190,8 +200,8 @@ __device__ __forceinline__ void IssueRawScores(int w, const Sm90Bars& bars, uint
 #pragma unroll
   for (int pos = 0; pos < L::kChunks; ++pos) {
     const int c = ChunkAt(slot, pos);
-    MbarWait(bars.Full(slot, c), (n >> 1) & 1);
-    const uint64_t a = MatrixDesc(kv + c * L::kChunk + kRawKv + 32 * w, 16, kRawAtom, kSwizzle64B);
+    MbarWait(bars.Full(slot, c), parity);
+    const uint64_t a = MatrixDesc(rows + c * L::kChunk + 32 * w, 16, kRawAtom, kSwizzle64B);
     const uint64_t b =
         MatrixDesc(base + L::kQ + c * L::kChunk + kRawQAt + 32 * w, 16, kRawAtom, kSwizzle64B);
     WgmmaM64N16K32E4m3(s[pos], a, b, 0);
@@ -199,12 +209,12 @@ __device__ __forceinline__ void IssueRawScores(int w, const Sm90Bars& bars, uint
   WgmmaCommit();
 }
 
-// fp8: the register A operands of consumer w's P V for the block in the slot at `kv` (all four
+// fp8: the register A operands of consumer w's P V for the block whose rows are at `rows` (all four
 // k steps x four dims tiles, in VtDim / VtToken order): per k step, the thread's 8 bytes of four
 // token rows, two rows' bytes paired (prmt) and widened to f16 pairs.
-__device__ __forceinline__ void WidenVt(int w, uint32_t kv, int wtid, uint32_t (&a)[4][4][4]) {
+__device__ __forceinline__ void WidenVt(int w, uint32_t rows, int wtid, uint32_t (&a)[4][4][4]) {
   const int warp = wtid >> 5, g = (wtid & 31) >> 2, t = wtid & 3;
-  const uint32_t chunk = kv + (4 * w + warp) * L::kChunk + kRawKv;
+  const uint32_t chunk = rows + (4 * w + warp) * L::kChunk;
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
 #pragma unroll
@@ -228,10 +238,10 @@ __device__ __forceinline__ void WidenVt(int w, uint32_t kv, int wtid, uint32_t (
 }
 
 // fp8: O^T[our 256 columns] += V^T P^T with V^T from registers (WidenVt) and P^T (f16, in
-// VtToken order) from the rope chunk.
-__device__ __forceinline__ void IssueRawPv(uint32_t kv, const uint32_t (&a)[4][4][4],
+// VtColumn order) at `p_tile` (RawPTile).
+__device__ __forceinline__ void IssueRawPv(uint32_t p_tile, const uint32_t (&a)[4][4][4],
                                            float (&o)[4][8]) {
-  const uint64_t p0 = MatrixDesc(kv + 8 * L::kChunk, 16, 1024, kSwizzle128B);
+  const uint64_t p0 = MatrixDesc(p_tile, 16, L::kChunk, kSwizzle128B);
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
 #pragma unroll
@@ -274,13 +284,15 @@ __device__ __forceinline__ void RunBlock(int w, NarrowState<kFp8>& st, const Sm9
                                          uint32_t base, uint32_t n, int i, int wtid,
                                          float scale_log2) {
   const int warp = wtid >> 5, lane = wtid & 31, quad = lane & 3;
-  const int slot = static_cast<int>(n & 1);
-  const uint32_t kv = base + L::kKv + slot * L::kTile;
+  using Ring = KvRing<kFp8>;  // fp8: four slots of raw rows
+  const int slot = Ring::SlotOf(n);
+  const uint32_t kv = base + L::kKv + Ring::TileOf(slot);
   float sc[8];
   uint32_t vt[kFp8 ? 4 : 1][4][4];  // fp8: P V's A operands, widened while S runs
   if constexpr (kFp8) {
-    IssueRawScores(w, bars, base, slot, n, st.s);
-    WidenVt(w, kv, wtid, vt);  // every chunk landed: IssueRawScores waited for each
+    const uint32_t rows = kv + Ring::template RowsAt<true>(slot);
+    IssueRawScores(w, bars, base, rows, slot, Ring::ParityOf(n), st.s);
+    WidenVt(w, rows, wtid, vt);  // every chunk landed: IssueRawScores waited for each
     WgmmaWait<0>();
 #pragma unroll
     for (int c = 0; c < L::kChunks; ++c) PinAccumulators(st.s[c]);
@@ -345,9 +357,9 @@ __device__ __forceinline__ void RunBlock(int w, NarrowState<kFp8>& st, const Sm9
     st.m[k] = m_new;
     st.l[k] *= alpha[k];
   }
-  // P^T into the rope chunk (bf16: dead once both halves of S retired; fp8: its first half,
-  // which the raw rows leave free): q rows 8 w .. 8 w + 7 here.
-  const uint32_t p_tile = kv + 8 * L::kChunk;
+  // P^T (bf16: into the rope chunk, dead once both halves of S retired; fp8: RawPTile): q rows
+  // 8 w .. 8 w + 7 here.
+  const uint32_t p_tile = kFp8 ? RawPTile(base, n) : kv + 8 * L::kChunk;
 #pragma unroll
   for (int e = 0; e < 8; ++e) {
     const int k = KOf(e), col = ColOf(k, quad), t = t0 + 8 * ((e >> 1) & 1);
@@ -355,7 +367,7 @@ __device__ __forceinline__ void RunBlock(int w, NarrowState<kFp8>& st, const Sm9
     st.l[k] += p;
     if ((e >> 2) != w) continue;
     if (kFp8) {
-      StoreShared16(PAt(p_tile, col, VtColumn(t)),
+      StoreShared16(RawPAt(p_tile, col, VtColumn(t)),
                     static_cast<uint16_t>(PackF16x2(p, 0.0f) & 0xffffu));
     } else {
       const uint16_t hi = static_cast<uint16_t>(PackBf16x2(p, 0.0f) & 0xffffu);
@@ -380,7 +392,7 @@ __device__ __forceinline__ void RunBlock(int w, NarrowState<kFp8>& st, const Sm9
   MbarWait(PWritten(bars), n & 1);
   WgmmaFence();
   if constexpr (kFp8) {
-    IssueRawPv(kv, vt, st.o);
+    IssueRawPv(p_tile, vt, st.o);
   } else {
     IssueHalfPv(w, kv, st.o);
   }

@@ -50,12 +50,13 @@ struct SmemSm90 {
   static constexpr int kRowM = kKv + 2 * kTile;     // [64] running max (base 2) after a block
   static constexpr int kRowAlpha = kRowM + 64 * 4;  // [64] that block's rescale factor
   static constexpr int kRowL = kRowAlpha + 64 * 4;  // [item % 2][consumer][64] row sums
-  static constexpr int kPvAlpha = kRowL + 2 * 2 * 64 * 4;  // [block % 2][64] rescale factors
-  static constexpr int kBars = kPvAlpha + 2 * 64 * 4;      // mbarriers, 8 bytes each:
-  static constexpr int kFull = 0;                          //   [2 slots][9 chunks]
-  static constexpr int kLanded = kFull + 2 * kChunks;      //   [2 slots][9 chunks]
-  static constexpr int kEmpty = kLanded + 2 * kChunks;     //   [2 slots][2 consumers]
-  static constexpr int kQLanded = kEmpty + 4;
+  static constexpr int kPvAlpha = kRowL + 2 * 2 * 64 * 4;        // [block % 2][64] rescale factors
+  static constexpr int kBars = kPvAlpha + 2 * 64 * 4;            // mbarriers, 8 bytes each:
+  static constexpr int kRingSlots = 4;                           // the most a ring has (KvRing)
+  static constexpr int kFull = 0;                                //   [4 slots][9 chunks]
+  static constexpr int kLanded = kFull + kRingSlots * kChunks;   //   [4 slots][9 chunks]
+  static constexpr int kEmpty = kLanded + kRingSlots * kChunks;  //   [4 slots][2 consumers]
+  static constexpr int kQLanded = kEmpty + 2 * kRingSlots;
   static constexpr int kQFull = kQLanded + 1;
   static constexpr int kQEmpty = kQFull + 1;
   static constexpr int kStats = kQEmpty + 1;
@@ -120,10 +121,10 @@ __device__ __forceinline__ uint32_t SwizzledOffset(int row, int unit, int chunk)
   return (unit >> 3) * chunk + row * 128 + (((unit & 7) ^ (row & 7)) << 4);
 }
 
-// The chunk that slot s produces (and S reads) at position p: slot 0 in order, slot 1 with
-// the halves swapped (its block's owner frees 4-7 first), chunk 8 last in both.
+// The chunk that slot s produces (and S reads) at position p: even slots in order, odd ones
+// with the halves swapped (its block's owner frees 4-7 first), chunk 8 last in both.
 __device__ __forceinline__ int ChunkAt(int slot, int p) {
-  return slot == 0 || p == 8 ? p : p < 4 ? p + 4 : p - 4;
+  return (slot & 1) == 0 || p == 8 ? p : p < 4 ? p + 4 : p - 4;
 }
 
 // ---- The producer: cp.async copies, then f16 conversion in shared memory --------------------
@@ -152,6 +153,25 @@ struct ChunkMap {
   static constexpr int kRowStep = kSm90CopyThreads / kUnitsPerRow;  // 8 (bf16) or 16 (e4m3)
   static constexpr int kRowsPerThread = 64 / kRowStep;              // 8 or 4 rows a chunk
   static constexpr int kStaging = kFp8 ? SmemSm90::kChunk / 2 : 0;  // raw rows in a chunk
+};
+
+// The ring of kv slots of a kernel on this layout: two slots of a whole tile each (block n in
+// slot n % 2), or, where e4m3 blocks stay raw (kRaw: half a tile's bytes), four: slot s in tile
+// s % 2, its rows at each chunk's staging half (s < 2) or first half (s >= 2), so the producer
+// runs up to three blocks ahead instead of one.
+template <bool kRaw>
+struct KvRing {
+  static constexpr int kSlots = kRaw ? SmemSm90::kRingSlots : 2;
+  __device__ static int SlotOf(uint32_t n) { return static_cast<int>(n % kSlots); }
+  // The phase parity of block n's full / landed barriers (its empty ones: the block kSlots
+  // back's).
+  __device__ static uint32_t ParityOf(uint32_t n) { return (n / kSlots) & 1; }
+  // The slot's tile, from the kv region, and where its rows lie in each chunk of it.
+  __device__ static int TileOf(int slot) { return (slot & 1) * SmemSm90::kTile; }
+  template <bool kFp8>
+  __device__ static int RowsAt(int slot) {
+    return kRaw && slot >= 2 ? 0 : ChunkMap<kFp8>::kStaging;
+  }
 };
 
 // Where a raw e4m3 Q tile (kRaw: not widened) starts in each chunk of the Q region; kv blocks
@@ -408,15 +428,17 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
   CopyChunks<kFp8, kQRows, kRaw>(q_rows, QRows<kFp8>(p, it, ctid), 0, 0, L::kChunks, ctid,
                                  smem + L::kQ, kRaw ? kRawQAt : ChunkMap<kFp8>::kStaging);
   CpAsyncArrive(bars.QLanded());
+  using Ring = KvRing<kRaw>;
   for (int t = 0; t < nblk; ++t) {
     const uint32_t n = seq + t;
-    const int slot = static_cast<int>(n & 1);
+    const int slot = Ring::SlotOf(n);
+    const int rows_at = Ring::template RowsAt<kFp8>(slot);
     MLAPS_SM90_MARK(5, n);
     const int32_t tma_row = kTma ? WarpUniform(TmaRowOf(p, it, t)) : -1;
     // The rows' page ids are read before the L2 fill below, whose own reads it waits for.
     const RowSources<kFp8> src =
         tma_row < 0 ? KvRows<kFp8>(p, it, t, ctid, cu) : RowSources<kFp8>{};
-    uint8_t* tile = smem + L::kKv + slot * L::kTile;
+    uint8_t* tile = smem + L::kKv + Ring::TileOf(slot);
     // The L2 fill, kSm90PrefetchAhead blocks ahead, of blocks that cp.async will copy (not of
     // TMA blocks: the bf16 narrow kernel read ~45% more from DRAM with it, notes.md).
     if (t + kSm90PrefetchAhead < nblk &&
@@ -425,10 +447,10 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
     }
     // Positions 0-3 once their consumer freed them, then 4-8 (chunk 8 needs both).
     auto wait_free = [&](int pos) {
-      if (n >= 2 && (pos == 0 || pos == 4)) {
-        const int w = (pos == 0) == (slot == 0) ? 0 : 1;
+      if (n >= Ring::kSlots && (pos == 0 || pos == 4)) {
+        const int w = (pos == 0) == ((slot & 1) == 0) ? 0 : 1;
         MLAPS_SM90_MARK(6, n * 16 + pos);
-        MLAPS_SM90_TIMED(9, MbarWait(bars.Empty(slot, w), ((n >> 1) - 1) & 1));
+        MLAPS_SM90_TIMED(9, MbarWait(bars.Empty(slot, w), Ring::ParityOf(n) ^ 1));
       }
     };
     if (tma_row < 0) {
@@ -438,7 +460,7 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
 #pragma unroll
       for (int pos = 0; pos < L::kChunks; ++pos) {
         wait_free(pos);
-        CopyChunks<kFp8, 64, kRaw>(kv_rows, src, slot, pos, pos + 1, ctid, tile);
+        CopyChunks<kFp8, 64, kRaw>(kv_rows, src, slot, pos, pos + 1, ctid, tile, rows_at);
         CpAsyncArrive(bars.Landed(slot, ChunkAt(slot, pos)));
       }
       continue;
@@ -454,8 +476,8 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
 #endif
         constexpr uint32_t kBytes = 64 * 64 * ChunkMap<kFp8>::kElem;
         MbarArriveExpectTx(bars.Landed(slot, c), kBytes);
-        TmaLoad2D<kEvictFirst>(SmemAddr(tile) + c * L::kChunk + ChunkMap<kFp8>::kStaging, kv_map,
-                               64 * c, tma_row, bars.Landed(slot, c));
+        TmaLoad2D<kEvictFirst>(SmemAddr(tile) + c * L::kChunk + rows_at, kv_map, 64 * c, tma_row,
+                               bars.Landed(slot, c));
       } else {
         MbarArrive(bars.Landed(slot, c));
       }
@@ -489,15 +511,17 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
   }
   FenceProxyAsync();  // the consumers' wgmma reads Q
   MbarArrive(bars.QFull());
+  using Ring = KvRing<kFp8 && !kWiden>;
   for (int t = 0; t < nblk; ++t) {
     const uint32_t n = seq + t;
-    const int slot = static_cast<int>(n & 1);
+    const int slot = Ring::SlotOf(n);
 #pragma unroll 1
     for (int pos = 0; pos < L::kChunks; ++pos) {
       const int c = ChunkAt(slot, pos);
-      MLAPS_SM90_TIMED(11, MbarWait(bars.Landed(slot, c), (n >> 1) & 1));
+      MLAPS_SM90_TIMED(11, MbarWait(bars.Landed(slot, c), Ring::ParityOf(n)));
       if (kWiden) {
-        MLAPS_SM90_TIMED(12, ConvertChunk<kFp8>(c, vtid, base + L::kKv + slot * L::kTile, range));
+        MLAPS_SM90_TIMED(12,
+                         ConvertChunk<kFp8>(c, vtid, base + L::kKv + Ring::TileOf(slot), range));
       }
       MLAPS_SM90_TIMED(15, FenceProxyAsync());  // the consumers' wgmma reads the chunk
       MbarArrive(bars.Full(slot, c));

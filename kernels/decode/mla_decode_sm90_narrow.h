@@ -8,39 +8,44 @@
 // q rows its N = 16, with no padding:
 //   S^T (64 tokens x 16 rows)  = K (the kv slot, K-major) . Q^T (the Q tile's rows 0-15)
 //   O^T (512 dims x 16 rows)  += V^T (the slot read MN-major) . P^T (16 x 64, K-major)
-// as wgmma m64n16k16. Both consumer warpgroups work on every block (slot n % 2 for block n, so
-// one slot refills while the other is read): consumer w computes the k steps 2w, 2w + 1 of
-// each 64-dim chunk of S^T, the two halves are exchanged through shared memory, both run the
-// same online softmax (same inputs, same order: the same bits, so no statistics are handed
-// over), each stores half of P^T, and each adds P V for its 256 O columns (dims chunks 4w ..
-// 4w + 3, whose release is the f16-tile protocol's half w of the slot).
+// as wgmma m64n16k16 (S^T of fp8 on m64n16k32 e4m3). Both consumer warpgroups work on every
+// block; each adds P V for its 256 O columns (dims chunks 4w .. 4w + 3) and frees its part of
+// the slot when that P V retired.
 //
-// Operands: bf16 inputs stay bf16 as they landed (no conversion, full bf16 range) with P as
-// bf16 hi + lo, two P V passes. fp8 e4m3 inputs stay e4m3 as they landed (64-byte swizzled rows,
-// RawUnit; no widening by the producer):
-//   S^T on QGMMA (m64n16k32 e4m3, K and Q from shared memory): exact products, but the H200
-//     sums an e4m3 wgmma's products with fewer than fp32's bits, so each k step (32 dims) has an
-//     accumulator of its own and the nine are added in fp32 (session 8's 64-dim groups met the
-//     gates, 128-dim ones did not: notes.md);
+// bf16: inputs stay bf16 as they landed (no conversion, full bf16 range), a ring of two slots
+// (block n in slot n % 2). Consumer w computes the k steps 2w, 2w + 1 of each 64-dim chunk of
+// S^T, the two halves are exchanged through shared memory, both run the same online softmax
+// (same inputs, same order: the same bits, so no statistics are handed over), each stores half
+// of P^T (bf16 hi + lo: two P V passes), and both wait for all of it.
+//
+// fp8: e4m3 inputs stay e4m3 as they landed (64-byte swizzled rows, RawUnit; no widening by the
+// producer), half a slot's bytes a block, so the ring has four slots (KvRing: the producer
+// runs three blocks ahead). Each consumer runs on its own, meeting the other at no barrier in
+// the block loop (faster than the exchange and its two handoffs a block: notes.md, session 18):
+//   S^T on QGMMA (m64n16k32, K and Q from shared memory), all of it in each consumer: exact
+//     products, but the H200 sums an e4m3 wgmma's products with fewer than fp32's bits, so each
+//     chunk (64 dims) has an accumulator of its own and the nine are added in fp32 (session
+//     8's 64-dim groups met the gates, 128-dim ones did not: notes.md);
+//   the online softmax (both consumers compute the same bits), all of P^T into a buffer of its
+//     own (f16 P: 11 bits, one pass meets the elementwise gate);
 //   O^T += V^T P^T with V^T as the register A operand (m64n16k16 f16): each consumer widens its
 //     256 dims itself, 8 bytes of a token row a load, the bytes of two tokens paired by prmt
-//     and widened exactly by cvt.rn.f16x2.e4m3x2; f16 P (11 bits: one pass meets the
-//     elementwise gate). So that a thread's 8 bytes are one load, the wgmma's M rows and K
-//     columns are permutations of the dims and tokens (VtDim, VtToken): P^T is stored in the
-//     K order, and O^T rows land at their dims in the epilogue. kv blocks of 64 tokens that start
-//     64-aligned
-// inside one page (page size >= 64), are wholly visible and have a valid page id land by TMA
-// (the launch's TmaMap, TmaRowOf); the others by cp.async (zeros past the end, bad pages
-// reported).
+//     and widened exactly by cvt.rn.f16x2.e4m3x2. So that a thread's 8 bytes are one load, the
+//     wgmma's M rows and K columns are permutations of the dims and tokens (VtDim, VtColumn):
+//     P^T is stored in the K order, and O^T rows land at their dims in the epilogue.
+//
+// kv blocks of 64 tokens that start 64-aligned inside one page (page size >= 64), are wholly
+// visible and have a valid page id land by TMA (the launch's TmaMap, TmaRowOf); the others by
+// cp.async (zeros past the end, bad pages reported).
 //
 // Shared memory beyond the f16-tile kernel's use of the layout:
 //   * bf16: the slot's rope chunk (dead once both halves of S are done) holds P^T: row r (q
 //     row) of P hi, tokens along the 128-byte row as a K-major swizzled operand; P lo at row
-//     16 + r. fp8: raw blocks take half a slot's bytes, so the ring has four slots (KvRing:
-//     the producer runs three blocks ahead) and P^T lies in the Q region (RawPTile);
+//     16 + r. fp8: each consumer's P^T lies in the Q region (RawPTile);
 //   * SmemSm90::kRowL holds each consumer's block row-max reduction across its four warps;
-//   * the Q tile's rows 16-63 (the producer loads rows 0-15 only) hold scratch rows: the
-//     partial S^T exchange, the row sums' reduction and the output staging. The producer
+//   * the Q tile's rows 16-63 (the producer loads rows 0-15 only; fp8: bytes 2048 on of each
+//     chunk) hold scratch rows: the partial S^T exchange (bf16), the row sums' reduction and
+//     the output staging. The producer
 //     writes there too between q_empty and q_full (an e4m3 Q tile lands raw in each chunk's
 //     second half first), so the consumers arrive on q_empty only after the item's last use of
 //     the scratch rows and use them only after q_full.
@@ -96,12 +101,14 @@ __device__ __forceinline__ uint32_t PWritten(const Sm90Bars& bars) { return bars
 // fp8: the raw e4m3 rows (RawUnit layout, rows of 64 bytes: 8 rows a 512-byte atom) of a kv
 // block in a four-slot ring (KvRing<true>), Q rows 0-15 at the start of each Q chunk.
 constexpr uint32_t kRawAtom = 8 * 64;
+// fp8: the parts S^T is summed from in fp32 (IssueRawScores): a chunk (64 dims) each.
+constexpr int kRawSParts = L::kChunks;
 
-// fp8: P^T of block n (16 rows of 128 bytes, 128-byte swizzled) in the Q region's free bytes
-// 1024-2047 of chunk 2 (n % 2) (q rows 0-7) and the next chunk (rows 8-15): the rope chunk's
-// first half holds raw rows of slots 2-3.
-__device__ __forceinline__ uint32_t RawPTile(uint32_t base, uint32_t n) {
-  return base + L::kQ + 2 * (n & 1) * L::kChunk + 1024;
+// fp8: consumer w's P^T of block n (16 rows of 128 bytes, 128-byte swizzled) in the Q region's
+// free bytes 1024-2047 of chunk 4 w + 2 (n % 2) (q rows 0-7) and the next chunk (rows 8-15):
+// the rope chunk's first half holds raw rows of slots 2-3.
+__device__ __forceinline__ uint32_t RawPTile(uint32_t base, uint32_t n, int w) {
+  return base + L::kQ + (4 * w + 2 * (n & 1)) * L::kChunk + 1024;
 }
 __device__ __forceinline__ uint32_t RawPAt(uint32_t p_tile, int row, int token) {
   return PAt(p_tile + (row >> 3) * L::kChunk, row & 7, token);
@@ -130,7 +137,9 @@ __device__ __forceinline__ int VtColumn(int t) {
 template <bool kFp8>
 struct NarrowState {
   float o[4][8];  // O^T of our 256 columns: dims tile 4 w + m (fp8: VtDim) x the 16 q rows
-  float s[kFp8 ? L::kChunks : 2][8];  // our partial S^T: a part a k step (fp8) or two parts
+  float s[kFp8 ? kRawSParts : 2][8];  // our partial S^T in parts (fp8: IssueRawScores)
+  // fp8: P V's register A operands (WidenVt), kept until the P V that reads them retired.
+  uint32_t vt[kFp8 ? 4 : 1][4][4];
   float m[4];       // running max (base 2) of the thread's four q rows (the same in both)
   float l[4];       // this thread's part of their row sums (its tokens), relative to m
   int32_t vend[4];  // kv tokens each of the four rows sees, from it.begin
@@ -182,35 +191,31 @@ __device__ __forceinline__ void IssuePartialScores(int w, const Sm90Bars& bars, 
   WgmmaCommit();
 }
 
-// fp8: consumer w's half of S^T, the k step w (bytes 32 w .. 32 w + 31 of the 64-byte rows) of
-// each of the 9 chunks (in the slot's production order, waiting for each), each into an
-// accumulator of its own: s[pos] for the chunk at position pos (QGMMA accumulates with fewer
-// than fp32's bits). Indexed by position, not chunk: a compile-time index keeps s in registers;
-// both consumers read a slot in the same order, so their sums have the same bits.
-__device__ __forceinline__ void IssueRawScores(int w, const Sm90Bars& bars, uint32_t base,
-                                               uint32_t rows, int slot, uint32_t parity,
-                                               float (&s)[L::kChunks][8]) {
-#pragma unroll
-  for (int c = 0; c < L::kChunks; ++c) {
-#pragma unroll
-    for (int e = 0; e < 8; ++e) s[c][e] = 0.0f;
-    PinAccumulators(s[c]);
-  }
+// fp8: all of S^T of a block (each consumer computes it: no exchange), chunk by chunk in the
+// slot's production order (waiting for each), a chunk's two k steps (32 bytes each) an
+// accumulator: s[pos] for the chunk at position pos. QGMMA accumulates with fewer than fp32's
+// bits, so the parts are added in fp32 (session 8: 64-dim parts met the gates, 128-dim ones
+// did not). Indexed by position, not chunk: a compile-time index keeps s in registers; both
+// consumers read a slot in the same order, so their sums have the same bits.
+__device__ __forceinline__ void IssueRawScores(const Sm90Bars& bars, uint32_t base, uint32_t rows,
+                                               int slot, uint32_t parity,
+                                               float (&s)[kRawSParts][8]) {
   WgmmaFence();
 #pragma unroll
   for (int pos = 0; pos < L::kChunks; ++pos) {
     const int c = ChunkAt(slot, pos);
     MbarWait(bars.Full(slot, c), parity);
-    const uint64_t a = MatrixDesc(rows + c * L::kChunk + 32 * w, 16, kRawAtom, kSwizzle64B);
+    const uint64_t a = MatrixDesc(rows + c * L::kChunk, 16, kRawAtom, kSwizzle64B);
     const uint64_t b =
-        MatrixDesc(base + L::kQ + c * L::kChunk + kRawQAt + 32 * w, 16, kRawAtom, kSwizzle64B);
-    WgmmaM64N16K32E4m3(s[pos], a, b, 0);
+        MatrixDesc(base + L::kQ + c * L::kChunk + kRawQAt, 16, kRawAtom, kSwizzle64B);
+    WgmmaM64N16K32E4m3Fresh(s[pos], a, b);
+    WgmmaM64N16K32E4m3(s[pos], a + (32 >> 4), b + (32 >> 4), 1);
   }
   WgmmaCommit();
 }
 
 // fp8: the register A operands of consumer w's P V for the block whose rows are at `rows` (all four
-// k steps x four dims tiles, in VtDim / VtToken order): per k step, the thread's 8 bytes of four
+// k steps x four dims tiles, in VtDim / VtColumn order): per k step, the thread's 8 bytes of four
 // token rows, two rows' bytes paired (prmt) and widened to f16 pairs.
 __device__ __forceinline__ void WidenVt(int w, uint32_t rows, int wtid, uint32_t (&a)[4][4][4]) {
   const int warp = wtid >> 5, g = (wtid & 31) >> 2, t = wtid & 3;
@@ -288,19 +293,20 @@ __device__ __forceinline__ void RunBlock(int w, NarrowState<kFp8>& st, const Sm9
   const int slot = Ring::SlotOf(n);
   const uint32_t kv = base + L::kKv + Ring::TileOf(slot);
   float sc[8];
-  uint32_t vt[kFp8 ? 4 : 1][4][4];  // fp8: P V's A operands, widened while S runs
   if constexpr (kFp8) {
+    // All of S^T here (no exchange with the other consumer), our V^T widened while it runs.
+    // (S^T of the next block issued behind this block's P V instead ran 23% slower, notes.md.)
     const uint32_t rows = kv + Ring::template RowsAt<true>(slot);
-    IssueRawScores(w, bars, base, rows, slot, Ring::ParityOf(n), st.s);
-    WidenVt(w, rows, wtid, vt);  // every chunk landed: IssueRawScores waited for each
+    IssueRawScores(bars, base, rows, slot, Ring::ParityOf(n), st.s);
+    WidenVt(w, rows, wtid, st.vt);  // every chunk landed: IssueRawScores waited for each
     WgmmaWait<0>();
 #pragma unroll
-    for (int c = 0; c < L::kChunks; ++c) PinAccumulators(st.s[c]);
+    for (int c = 0; c < kRawSParts; ++c) PinAccumulators(st.s[c]);
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       sc[e] = st.s[0][e];
 #pragma unroll
-      for (int c = 1; c < L::kChunks; ++c) sc[e] += st.s[c][e];
+      for (int c = 1; c < kRawSParts; ++c) sc[e] += st.s[c][e];
     }
   } else {
     IssuePartialScores(w, bars, base, slot, n, st.s);
@@ -310,14 +316,16 @@ __device__ __forceinline__ void RunBlock(int w, NarrowState<kFp8>& st, const Sm9
 #pragma unroll
     for (int e = 0; e < 8; ++e) sc[e] = st.s[0][e] + st.s[1][e];
   }
+  if (!kFp8) {  // bf16: the halves of S^T exchanged
 #pragma unroll
-  for (int e = 0; e < 8; ++e) StoreSharedF32(PartialSAt(base, w, e, wtid), sc[e]);
-  MbarArrive(SExchanged(bars));
-  MbarWait(SExchanged(bars), n & 1);
+    for (int e = 0; e < 8; ++e) StoreSharedF32(PartialSAt(base, w, e, wtid), sc[e]);
+    MbarArrive(SExchanged(bars));
+    MbarWait(SExchanged(bars), n & 1);
 #pragma unroll
-  for (int e = 0; e < 8; ++e) {
-    const float other = LoadSharedF32(PartialSAt(base, 1 - w, e, wtid));
-    sc[e] = w == 0 ? sc[e] + other : other + sc[e];  // consumer 0's half first, in both
+    for (int e = 0; e < 8; ++e) {
+      const float other = LoadSharedF32(PartialSAt(base, 1 - w, e, wtid));
+      sc[e] = w == 0 ? sc[e] + other : other + sc[e];  // consumer 0's half first, in both
+    }
   }
   int lim[4];
 #pragma unroll
@@ -359,13 +367,13 @@ __device__ __forceinline__ void RunBlock(int w, NarrowState<kFp8>& st, const Sm9
   }
   // P^T (bf16: into the rope chunk, dead once both halves of S retired; fp8: RawPTile): q rows
   // 8 w .. 8 w + 7 here.
-  const uint32_t p_tile = kFp8 ? RawPTile(base, n) : kv + 8 * L::kChunk;
+  const uint32_t p_tile = kFp8 ? RawPTile(base, n, w) : kv + 8 * L::kChunk;
 #pragma unroll
   for (int e = 0; e < 8; ++e) {
     const int k = KOf(e), col = ColOf(k, quad), t = t0 + 8 * ((e >> 1) & 1);
     const float p = exp2f(sc[e] - m_use[k]);
     st.l[k] += p;
-    if ((e >> 2) != w) continue;
+    if ((e >> 2) != w && !kFp8) continue;  // bf16: our half of P^T; fp8: all, our own
     if (kFp8) {
       StoreShared16(RawPAt(p_tile, col, VtColumn(t)),
                     static_cast<uint16_t>(PackF16x2(p, 0.0f) & 0xffffu));
@@ -378,7 +386,7 @@ __device__ __forceinline__ void RunBlock(int w, NarrowState<kFp8>& st, const Sm9
     }
   }
   FenceProxyAsync();  // P^T is read by wgmma
-  MbarArrive(PWritten(bars));
+  if (!kFp8) MbarArrive(PWritten(bars));
   if (__ballot64(alpha[0] != 1.0f || alpha[1] != 1.0f || alpha[2] != 1.0f || alpha[3] != 1.0f) !=
       0) {
 #pragma unroll
@@ -389,10 +397,14 @@ __device__ __forceinline__ void RunBlock(int w, NarrowState<kFp8>& st, const Sm9
   }
 #pragma unroll
   for (int m = 0; m < 4; ++m) PinAccumulators(st.o[m]);
-  MbarWait(PWritten(bars), n & 1);
+  if (kFp8) {
+    NamedBarrierSync(2 + w, kSm90WgThreads);  // all of our P^T written
+  } else {
+    MbarWait(PWritten(bars), n & 1);
+  }
   WgmmaFence();
   if constexpr (kFp8) {
-    IssueRawPv(p_tile, vt, st.o);
+    IssueRawPv(p_tile, st.vt, st.o);
   } else {
     IssueHalfPv(w, kv, st.o);
   }

@@ -182,6 +182,11 @@ __device__ __forceinline__ void WgmmaM64N16K32E4m3(float (&d)[8], uint64_t desc_
   mlaps_emu::Wgmma(d, 16, desc_a, desc_b, /*trans_b=*/false, accumulate != 0,
                    mlaps_emu::WgmmaType::kE4m3);
 }
+__device__ __forceinline__ void WgmmaM64N16K32E4m3Fresh(float (&d)[8], uint64_t desc_a,
+                                                        uint64_t desc_b) {
+  mlaps_emu::Wgmma(d, 16, desc_a, desc_b, /*trans_b=*/false, /*accumulate=*/false,
+                   mlaps_emu::WgmmaType::kE4m3);
+}
 __device__ __forceinline__ void WgmmaM64N16K16F16RegA(float (&d)[8], const uint32_t (&a)[4],
                                                       uint64_t desc_b, int accumulate) {
   mlaps_emu::WgmmaRegA(d, 16, a, desc_b, /*trans_b=*/false, accumulate != 0,
@@ -572,6 +577,19 @@ __device__ __forceinline__ void WgmmaM64N16K32E4m3(float (&d)[8], uint64_t desc_
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
         "+f"(d[7])
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+// The same starting a chain, d = A B: d is an output only, so the caller need not zero it
+// (a non-wgmma write of an accumulator while other wgmmas are in flight serializes them:
+// ptxas C7515).
+__device__ __forceinline__ void WgmmaM64N16K32E4m3Fresh(float (&d)[8], uint64_t desc_a,
+                                                        uint64_t desc_b) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, 0, 1, 1;\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]),
+        "=f"(d[7])
+      : "l"(desc_a), "l"(desc_b));
 }
 
 // d (m64n16, fp32) = A B (+ d) with A = 64 x 16 f16 from registers (the m64k16 A fragment) and

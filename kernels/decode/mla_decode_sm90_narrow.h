@@ -81,6 +81,7 @@ __device__ __forceinline__ uint32_t ScratchRow(uint32_t base, int r) {
 // reduction (row 40: [consumer][warp][16 q rows]).
 constexpr int kScratchS = 32;
 constexpr int kScratchSum = 40;
+constexpr int kScratchStats = 41;  // fp8: both consumers' running max and row sums
 // Word of column `d` (0..255) of q row `col` in an output staging row: XOR-ed by (col / 2) % 4
 // in units of 8 words, so the four rows a warp's store touches at once fall in distinct banks.
 __device__ __forceinline__ uint32_t StagingWord(int col, int d) {
@@ -97,6 +98,16 @@ __device__ __forceinline__ uint32_t PartialSAt(uint32_t base, int w, int e, int 
 // (count 256: both consumers): both partial S^T written; all of P^T written.
 __device__ __forceinline__ uint32_t SExchanged(const Sm90Bars& bars) { return bars.RowLFull(0); }
 __device__ __forceinline__ uint32_t PWritten(const Sm90Bars& bars) { return bars.RowLFull(1); }
+// fp8 uses the same two barriers once an item, at the merge (phase parity: the item's index):
+// both consumers' statistics published; the other's columns handed over. (mbarriers rather
+// than a 256-thread named barrier: compute-sanitizer's racecheck orders accesses across the
+// two warpgroups by these.)
+__device__ __forceinline__ uint32_t StatsPublished(const Sm90Bars& bars) {
+  return bars.RowLFull(0);
+}
+__device__ __forceinline__ uint32_t ColumnsHandedOver(const Sm90Bars& bars) {
+  return bars.RowLFull(1);
+}
 
 // fp8: the raw e4m3 rows (RawUnit layout, rows of 64 bytes: 8 rows a 512-byte atom) of a kv
 // block in a four-slot ring (KvRing<true>), Q rows 0-15 at the start of each Q chunk.
@@ -134,15 +145,22 @@ __device__ __forceinline__ int VtColumn(int t) {
 // element i is M index 16 w + l / 4 + 8 ((i >> 1) & 1) and N index 8 (i >> 2) + 2 (l % 4) +
 // (i & 1). A thread's four q rows ("columns" k = 2 (i >> 2) + (i & 1)) are the same in S^T
 // and every O^T tile.
-template <bool kFp8>
 struct NarrowState {
-  float o[4][8];  // O^T of our 256 columns: dims tile 4 w + m (fp8: VtDim) x the 16 q rows
-  float s[kFp8 ? kRawSParts : 2][8];  // our partial S^T in parts (fp8: IssueRawScores)
-  // fp8: P V's register A operands (WidenVt), kept until the P V that reads them retired.
-  uint32_t vt[kFp8 ? 4 : 1][4][4];
+  float o[4][8];    // O^T of our 256 columns: dims tile 4 w + m x the 16 q rows, unnormalized
+  float s[2][8];    // our partial S^T in two parts (IssuePartialScores)
   float m[4];       // running max (base 2) of the thread's four q rows (the same in both)
   float l[4];       // this thread's part of their row sums (its tokens), relative to m
   int32_t vend[4];  // kv tokens each of the four rows sees, from it.begin
+};
+
+// fp8 (RunConsumerRaw): the consumers take turns, each with all of O^T and its own softmax.
+struct RawState {
+  float o[8][8];            // O^T of all 512 dims: tile m is dims 256 (m / 4) + VtDim(m % 4, r)
+  float s[kRawSParts][8];   // S^T of the block in parts (IssueRawScores)
+  uint32_t vt[2][2][4][4];  // P V's A operands: [k step % 2][dims half][tile][register]
+  float m[4];               // running max (base 2) of the thread's four q rows
+  float l[4];               // this thread's part of their row sums (its tokens), relative to m
+  int32_t vend[4];          // kv tokens each of the four rows sees, from it.begin
 };
 
 __device__ __forceinline__ int ColOf(int k, int quad) { return 8 * (k >> 1) + 2 * quad + (k & 1); }
@@ -214,43 +232,29 @@ __device__ __forceinline__ void IssueRawScores(const Sm90Bars& bars, uint32_t ba
   WgmmaCommit();
 }
 
-// fp8: the register A operands of consumer w's P V for the block whose rows are at `rows` (all four
-// k steps x four dims tiles, in VtDim / VtColumn order): per k step, the thread's 8 bytes of four
-// token rows, two rows' bytes paired (prmt) and widened to f16 pairs.
-__device__ __forceinline__ void WidenVt(int w, uint32_t rows, int wtid, uint32_t (&a)[4][4][4]) {
+// fp8: the register A operands of k step kk of the four dims tiles of one half of the 512 dims,
+// whose raw rows are chunks 0-3 from `half_rows` (in VtDim / VtColumn order): the thread's 8
+// bytes of four token rows, two rows' bytes paired (prmt) and widened to f16 pairs.
+__device__ __forceinline__ void WidenVtStep(uint32_t half_rows, int kk, int wtid,
+                                            uint32_t (&a)[4][4]) {
   const int warp = wtid >> 5, g = (wtid & 31) >> 2, t = wtid & 3;
-  const uint32_t chunk = rows + (4 * w + warp) * L::kChunk;
+  const uint32_t chunk = half_rows + warp * L::kChunk;
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
+  for (int f = 0; f < 2; ++f) {
+    uint2 rows[2];  // tokens 16 kk + t + 8 f (the even K column) and + 4 (the odd one)
 #pragma unroll
-    for (int f = 0; f < 2; ++f) {
-      uint2 rows[2];  // tokens 16 kk + t + 8 f (the even K column) and + 4 (the odd one)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int token = 16 * kk + t + 4 * e + 8 * f;
-        rows[e] = LoadShared64(chunk + RawUnit(token, g >> 1) + 8 * (g & 1));
-      }
-      // Bytes j of the two rows -> dim 8 g + j's pair: A register (j & 1) + 2 f of tile j / 2.
-      uint32_t pair[4];
-      pair[0] = PermuteBytes(rows[0].x, rows[1].x, 0x5140);
-      pair[1] = PermuteBytes(rows[0].x, rows[1].x, 0x7362);
-      pair[2] = PermuteBytes(rows[0].y, rows[1].y, 0x5140);
-      pair[3] = PermuteBytes(rows[0].y, rows[1].y, 0x7362);
-#pragma unroll
-      for (int q = 0; q < 4; ++q) E4m3x4ToF16x2x2(pair[q], a[kk][q][2 * f], a[kk][q][2 * f + 1]);
+    for (int e = 0; e < 2; ++e) {
+      const int token = 16 * kk + t + 4 * e + 8 * f;
+      rows[e] = LoadShared64(chunk + RawUnit(token, g >> 1) + 8 * (g & 1));
     }
-  }
-}
-
-// fp8: O^T[our 256 columns] += V^T P^T with V^T from registers (WidenVt) and P^T (f16, in
-// VtColumn order) at `p_tile` (RawPTile).
-__device__ __forceinline__ void IssueRawPv(uint32_t p_tile, const uint32_t (&a)[4][4][4],
-                                           float (&o)[4][8]) {
-  const uint64_t p0 = MatrixDesc(p_tile, 16, L::kChunk, kSwizzle128B);
+    // Bytes j of the two rows -> dim 8 g + j's pair: A register (j & 1) + 2 f of tile j / 2.
+    uint32_t pair[4];
+    pair[0] = PermuteBytes(rows[0].x, rows[1].x, 0x5140);
+    pair[1] = PermuteBytes(rows[0].x, rows[1].x, 0x7362);
+    pair[2] = PermuteBytes(rows[0].y, rows[1].y, 0x5140);
+    pair[3] = PermuteBytes(rows[0].y, rows[1].y, 0x7362);
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-#pragma unroll
-    for (int m = 0; m < 4; ++m) WgmmaM64N16K16F16RegA(o[m], a[kk][m], p0 + ((kk * 32) >> 4), 1);
+    for (int q = 0; q < 4; ++q) E4m3x4ToF16x2x2(pair[q], a[q][2 * f], a[q][2 * f + 1]);
   }
 }
 
@@ -279,58 +283,19 @@ __device__ __forceinline__ void IssueHalfPv(int w, uint32_t kv, float (&o)[4][8]
 
 // ---- The consumers ---------------------------------------------------------------------------
 
-// Consumer w's part of block i of the item (sequence number n, slot n % 2): its half of S^T,
-// the exchange of the halves, the online softmax over the block's tokens (both consumers compute
-// the same bits: the same inputs in the same order), its half of P^T stored (q rows 8 w ..
-// 8 w + 7), and once all of P^T is in, its O^T columns rescaled and P V added; its half of
-// the slot is freed when that P V retired.
-template <bool kFp8>
-__device__ __forceinline__ void RunBlock(int w, NarrowState<kFp8>& st, const Sm90Bars& bars,
-                                         uint32_t base, uint32_t n, int i, int wtid,
-                                         float scale_log2) {
+// The online softmax step of a block on the thread's 8 scores `sc` (S^T of tokens t0, t0 + 8 of
+// the block x its four q rows, unscaled): masked to each row's visible tokens (vend, block i),
+// scaled to base 2, the block's max of each q row over the warpgroup (the row group's lanes,
+// then the four warps through `red` and named barrier 2 + w), the running max m and the row
+// sums l moved on, alpha the factor of what came before; sc becomes P.
+__device__ __forceinline__ void SoftmaxStep(float (&sc)[8], float (&m)[4], float (&l)[4],
+                                            const int32_t (&vend)[4], int i, int w, uint32_t red,
+                                            int wtid, float scale_log2, float (&alpha)[4]) {
   const int warp = wtid >> 5, lane = wtid & 31, quad = lane & 3;
-  using Ring = KvRing<kFp8>;  // fp8: four slots of raw rows
-  const int slot = Ring::SlotOf(n);
-  const uint32_t kv = base + L::kKv + Ring::TileOf(slot);
-  float sc[8];
-  if constexpr (kFp8) {
-    // All of S^T here (no exchange with the other consumer), our V^T widened while it runs.
-    // (S^T of the next block issued behind this block's P V instead ran 23% slower, notes.md.)
-    const uint32_t rows = kv + Ring::template RowsAt<true>(slot);
-    IssueRawScores(bars, base, rows, slot, Ring::ParityOf(n), st.s);
-    WidenVt(w, rows, wtid, st.vt);  // every chunk landed: IssueRawScores waited for each
-    WgmmaWait<0>();
-#pragma unroll
-    for (int c = 0; c < kRawSParts; ++c) PinAccumulators(st.s[c]);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      sc[e] = st.s[0][e];
-#pragma unroll
-      for (int c = 1; c < kRawSParts; ++c) sc[e] += st.s[c][e];
-    }
-  } else {
-    IssuePartialScores(w, bars, base, slot, n, st.s);
-    WgmmaWait<0>();
-    PinAccumulators(st.s[0]);
-    PinAccumulators(st.s[1]);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) sc[e] = st.s[0][e] + st.s[1][e];
-  }
-  if (!kFp8) {  // bf16: the halves of S^T exchanged
-#pragma unroll
-    for (int e = 0; e < 8; ++e) StoreSharedF32(PartialSAt(base, w, e, wtid), sc[e]);
-    MbarArrive(SExchanged(bars));
-    MbarWait(SExchanged(bars), n & 1);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const float other = LoadSharedF32(PartialSAt(base, 1 - w, e, wtid));
-      sc[e] = w == 0 ? sc[e] + other : other + sc[e];  // consumer 0's half first, in both
-    }
-  }
   int lim[4];
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
-    const int d = st.vend[k] - i * L::kTokens;
+    const int d = vend[k] - i * L::kTokens;
     lim[k] = d < 0 ? 0 : d > L::kTokens ? L::kTokens : d;
   }
   const int t0 = 16 * warp + (lane >> 2);  // tokens t0 and t0 + 8 of the block
@@ -343,15 +308,13 @@ __device__ __forceinline__ void RunBlock(int w, NarrowState<kFp8>& st, const Sm9
     sc[e] = whole || t < lim[k] ? sc[e] * scale_log2 : NegInf();
     mx[k] = MaxF(mx[k], sc[e]);
   }
-  // The block's max of each q row: over the row group's lanes, then the four warps.
-  const uint32_t red = base + L::kRowL + 4 * ((w * 2 + (n & 1)) * 4 * kRows);
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     mx[k] = RowGroupMax(mx[k]);
     if (lane < 4) StoreSharedF32(red + 4 * (warp * kRows + ColOf(k, quad)), mx[k]);
   }
   NamedBarrierSync(2 + w, kSm90WgThreads);
-  float m_use[4], alpha[4];
+  float m_use[4];
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     float bmax = mx[k];
@@ -359,55 +322,90 @@ __device__ __forceinline__ void RunBlock(int w, NarrowState<kFp8>& st, const Sm9
     for (int wp = 0; wp < 4; ++wp) {
       bmax = MaxF(bmax, LoadSharedF32(red + 4 * (wp * kRows + ColOf(k, quad))));
     }
-    const float m_new = MaxF(st.m[k], bmax);
+    const float m_new = MaxF(m[k], bmax);
     m_use[k] = m_new == NegInf() ? 0.0f : m_new;  // a row that saw nothing keeps P = 0
-    alpha[k] = exp2f(st.m[k] - m_use[k]);
-    st.m[k] = m_new;
-    st.l[k] *= alpha[k];
+    alpha[k] = exp2f(m[k] - m_use[k]);
+    m[k] = m_new;
+    l[k] *= alpha[k];
   }
-  // P^T (bf16: into the rope chunk, dead once both halves of S retired; fp8: RawPTile): q rows
-  // 8 w .. 8 w + 7 here.
-  const uint32_t p_tile = kFp8 ? RawPTile(base, n, w) : kv + 8 * L::kChunk;
 #pragma unroll
   for (int e = 0; e < 8; ++e) {
-    const int k = KOf(e), col = ColOf(k, quad), t = t0 + 8 * ((e >> 1) & 1);
-    const float p = exp2f(sc[e] - m_use[k]);
-    st.l[k] += p;
-    if ((e >> 2) != w && !kFp8) continue;  // bf16: our half of P^T; fp8: all, our own
-    if (kFp8) {
-      StoreShared16(RawPAt(p_tile, col, VtColumn(t)),
-                    static_cast<uint16_t>(PackF16x2(p, 0.0f) & 0xffffu));
-    } else {
-      const uint16_t hi = static_cast<uint16_t>(PackBf16x2(p, 0.0f) & 0xffffu);
-      const float lo = p - Bf16ToFloat(hi);
-      StoreShared16(PAt(p_tile, col, t), hi);
-      StoreShared16(PAt(p_tile, kRows + col, t),
-                    static_cast<uint16_t>(PackBf16x2(lo, 0.0f) & 0xffffu));
-    }
+    const int k = KOf(e);
+    sc[e] = exp2f(sc[e] - m_use[k]);
+    l[k] += sc[e];
   }
-  FenceProxyAsync();  // P^T is read by wgmma
-  if (!kFp8) MbarArrive(PWritten(bars));
+}
+
+// Scales the thread's fragments of kTiles m64n16 O^T tiles by alpha of their q rows, unless
+// no factor of the warp differs from 1 (the usual case once the running max settled).
+template <int kTiles>
+__device__ __forceinline__ void RescaleO(float (&o)[kTiles][8], const float (&alpha)[4]) {
   if (__ballot64(alpha[0] != 1.0f || alpha[1] != 1.0f || alpha[2] != 1.0f || alpha[3] != 1.0f) !=
       0) {
 #pragma unroll
-    for (int m = 0; m < 4; ++m) {
+    for (int m = 0; m < kTiles; ++m) {
 #pragma unroll
-      for (int e = 0; e < 8; ++e) st.o[m][e] *= alpha[KOf(e)];
+      for (int e = 0; e < 8; ++e) o[m][e] *= alpha[KOf(e)];
     }
   }
+}
+
+// The block's row-max exchange of consumer w (SmemSm90::kRowL, two buffers by block parity).
+__device__ __forceinline__ uint32_t RowMaxAt(uint32_t base, int w, uint32_t n) {
+  return base + L::kRowL + 4 * ((w * 2 + (n & 1)) * 4 * kRows);
+}
+
+// bf16: consumer w's part of block i of the item (sequence number n, slot n % 2): its half of
+// S^T, the exchange of the halves, the online softmax over the block's tokens (both consumers
+// compute the same bits: the same inputs in the same order), its half of P^T stored (q rows
+// 8 w .. 8 w + 7), and once all of P^T is in, its O^T columns rescaled and P V added; its half
+// of the slot is freed when that P V retired.
+__device__ __forceinline__ void RunBlock(int w, NarrowState& st, const Sm90Bars& bars,
+                                         uint32_t base, uint32_t n, int i, int wtid,
+                                         float scale_log2) {
+  const int warp = wtid >> 5, lane = wtid & 31, quad = lane & 3;
+  const int slot = static_cast<int>(n & 1);
+  const uint32_t kv = base + L::kKv + slot * L::kTile;
+  IssuePartialScores(w, bars, base, slot, n, st.s);
+  WgmmaWait<0>();
+  PinAccumulators(st.s[0]);
+  PinAccumulators(st.s[1]);
+  float sc[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    sc[e] = st.s[0][e] + st.s[1][e];
+    StoreSharedF32(PartialSAt(base, w, e, wtid), sc[e]);
+  }
+  MbarArrive(SExchanged(bars));
+  MbarWait(SExchanged(bars), n & 1);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const float other = LoadSharedF32(PartialSAt(base, 1 - w, e, wtid));
+    sc[e] = w == 0 ? sc[e] + other : other + sc[e];  // consumer 0's half first, in both
+  }
+  float alpha[4];
+  SoftmaxStep(sc, st.m, st.l, st.vend, i, w, RowMaxAt(base, w, n), wtid, scale_log2, alpha);
+  // P^T into the rope chunk (dead once both halves of S retired): q rows 8 w .. 8 w + 7 here.
+  const uint32_t p_tile = kv + 8 * L::kChunk;
+  const int t0 = 16 * warp + (lane >> 2);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    if ((e >> 2) != w) continue;  // (a compile-time e keeps sc in registers)
+    const int col = ColOf(KOf(e), quad), t = t0 + 8 * ((e >> 1) & 1);
+    const uint16_t hi = static_cast<uint16_t>(PackBf16x2(sc[e], 0.0f) & 0xffffu);
+    const float lo = sc[e] - Bf16ToFloat(hi);
+    StoreShared16(PAt(p_tile, col, t), hi);
+    StoreShared16(PAt(p_tile, kRows + col, t),
+                  static_cast<uint16_t>(PackBf16x2(lo, 0.0f) & 0xffffu));
+  }
+  FenceProxyAsync();  // P^T is read by wgmma
+  MbarArrive(PWritten(bars));
+  RescaleO(st.o, alpha);
 #pragma unroll
   for (int m = 0; m < 4; ++m) PinAccumulators(st.o[m]);
-  if (kFp8) {
-    NamedBarrierSync(2 + w, kSm90WgThreads);  // all of our P^T written
-  } else {
-    MbarWait(PWritten(bars), n & 1);
-  }
+  MbarWait(PWritten(bars), n & 1);
   WgmmaFence();
-  if constexpr (kFp8) {
-    IssueRawPv(p_tile, st.vt, st.o);
-  } else {
-    IssueHalfPv(w, kv, st.o);
-  }
+  IssueHalfPv(w, kv, st.o);
   WgmmaCommit();
   WgmmaWait<0>();
 #pragma unroll
@@ -415,69 +413,70 @@ __device__ __forceinline__ void RunBlock(int w, NarrowState<kFp8>& st, const Sm9
   MbarArrive(bars.Empty(slot, w));  // our V chunks (the f16-tile kernel's halves)
 }
 
-// Consumer w's part of one item: every kv block with the other consumer, then its 256 O
-// columns normalized and stored (and the LSE, consumer 0). Returns the item's kv blocks.
-template <bool kFp8>
-__device__ int RunConsumerNarrow(const MlaDecodeParams& p, const Item& it, uint8_t* smem,
-                                 uint32_t seq, uint32_t item, int w) {
-  const int wtid = threadIdx.x & (kSm90WgThreads - 1);
+// fp8: block i of the item (sequence number n; blocks i % 2 == w are consumer w's) on its own:
+// all of S^T (QGMMA), the online softmax, all of P^T into our buffer, O^T rescaled, then per k
+// step V^T widened and P V issued for all 512 dims (two A buffers: a k step widens while the
+// one before runs); the slot is freed (both halves) when the last P V retired.
+__device__ __forceinline__ void RunRawBlock(int w, RawState& st, const Sm90Bars& bars,
+                                            uint32_t base, uint32_t n, int i, int wtid,
+                                            float scale_log2) {
   const int warp = wtid >> 5, lane = wtid & 31, quad = lane & 3;
-  const uint32_t base = SmemAddr(smem);
-  const Sm90Bars bars{base + L::kBars};
-  const int nblk = BlocksOf(it);
-  const float scale_log2 = p.sm_scale * p.q_scale * p.kv_scale * kLog2e;
-  NarrowState<kFp8> st;
+  using Ring = KvRing<true>;
+  const int slot = Ring::SlotOf(n);
+  const uint32_t rows = base + L::kKv + Ring::TileOf(slot) + Ring::RowsAt<true>(slot);
+  const uint32_t upper = rows + 4 * L::kChunk;  // dims 256-511
+  IssueRawScores(bars, base, rows, slot, Ring::ParityOf(n), st.s);
+  WgmmaWait<0>();
 #pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const int col = ColOf(k, quad);
-    const int64_t vend =
-        col < it.rows ? VisibleEnd(p, it, it.first_token + col / it.hpg) - it.begin : 0;
-    st.vend[k] = static_cast<int32_t>(vend < 0 ? 0 : vend);  // < 2^31: an item's kv fits int32
-    st.m[k] = NegInf();
-    st.l[k] = 0.0f;
+  for (int c = 0; c < kRawSParts; ++c) PinAccumulators(st.s[c]);
+  float sc[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    sc[e] = st.s[0][e];
+#pragma unroll
+    for (int c = 1; c < kRawSParts; ++c) sc[e] += st.s[c][e];
   }
+  float alpha[4];
+  SoftmaxStep(sc, st.m, st.l, st.vend, i, w, RowMaxAt(base, w, n), wtid, scale_log2, alpha);
+  const uint32_t p_tile = RawPTile(base, n, w);
+  const int t0 = 16 * warp + (lane >> 2);
 #pragma unroll
-  for (int m = 0; m < 4; ++m) {
-#pragma unroll
-    for (int e = 0; e < 8; ++e) st.o[m][e] = 0.0f;
+  for (int e = 0; e < 8; ++e) {
+    const int col = ColOf(KOf(e), quad), t = t0 + 8 * ((e >> 1) & 1);
+    StoreShared16(RawPAt(p_tile, col, VtColumn(t)),
+                  static_cast<uint16_t>(PackF16x2(sc[e], 0.0f) & 0xffffu));
   }
-  MbarWait(bars.QFull(), item & 1);
-  for (int i = 0; i < nblk; ++i) RunBlock<kFp8>(w, st, bars, base, seq + i, i, wtid, scale_log2);
+  FenceProxyAsync();                        // P^T is read by wgmma
+  NamedBarrierSync(2 + w, kSm90WgThreads);  // all of our P^T written
+  RescaleO(st.o, alpha);
+  const uint64_t p0 = MatrixDesc(p_tile, 16, L::kChunk, kSwizzle128B);
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    if (kk >= 2) WgmmaWait<1>();  // the P V of k step kk - 2 retired: its A buffer is free
+    WidenVtStep(rows, kk, wtid, st.vt[kk & 1][0]);
+    WidenVtStep(upper, kk, wtid, st.vt[kk & 1][1]);
+#pragma unroll
+    for (int m = 0; m < 8; ++m) PinAccumulators(st.o[m]);
+    WgmmaFence();
+#pragma unroll
+    for (int m = 0; m < 8; ++m) {
+      WgmmaM64N16K16F16RegA(st.o[m], st.vt[kk & 1][m >> 2][m & 3], p0 + ((kk * 32) >> 4), 1);
+    }
+    WgmmaCommit();
+  }
+  WgmmaWait<0>();
+#pragma unroll
+  for (int m = 0; m < 8; ++m) PinAccumulators(st.o[m]);
+  MbarArrive(bars.Empty(slot, 0));  // the whole block: both halves of the slot
+  MbarArrive(bars.Empty(slot, 1));
+}
 
-  // Row sums over the row group's lanes, then the four warps (the same in both consumers).
-  float inv[4], lse[4];
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const float lw = RowGroupSum(st.l[k]);
-    if (lane < 4) {
-      StoreSharedF32(ScratchRow(base, kScratchSum) + 4 * ((w * 4 + warp) * kRows + ColOf(k, quad)),
-                     lw);
-    }
-  }
-  NamedBarrierSync(2 + w, kSm90WgThreads);
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    float lt = 0.0f;
-#pragma unroll
-    for (int wp = 0; wp < 4; ++wp) {
-      lt += LoadSharedF32(ScratchRow(base, kScratchSum) +
-                          4 * ((w * 4 + wp) * kRows + ColOf(k, quad)));
-    }
-    inv[k] = lt > 0.0f ? p.kv_scale / lt : 0.0f;
-    lse[k] = RowLse(st.m[k], lt);
-  }
-  // Our columns, normalized, into our staging rows, then stored row by row.
-  const int d0 = 16 * warp + (lane >> 2);  // dims d0 and d0 + 8 of each 64-dim tile
-#pragma unroll
-  for (int m = 0; m < 4; ++m) {
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const int k = KOf(e), col = ColOf(k, quad), r = d0 + 8 * ((e >> 1) & 1);
-      const int d = kFp8 ? VtDim(m, r) : 64 * m + r;
-      StoreSharedF32(ScratchRow(base, 16 * w + col) + StagingWord(col, d), st.o[m][e] * inv[k]);
-    }
-  }
-  NamedBarrierSync(2 + w, kSm90WgThreads);
+// Consumer w's 256 O columns, normalized in its staging rows, stored row by row (final O as
+// bf16 or fp32, or a partial), and the LSE of each q row (consumer 0).
+__device__ __forceinline__ void StoreStagedColumns(const MlaDecodeParams& p, const Item& it,
+                                                   uint32_t base, int w, int wtid,
+                                                   const float (&lse)[4]) {
+  const int warp = wtid >> 5, lane = wtid & 31, quad = lane & 3;
   // 16 rows x 256 columns: a thread stores 4 consecutive columns of row wtid / 64 + 2 pass.
 #pragma unroll 2
   for (int pass = 0; pass < kRows / 2; ++pass) {
@@ -505,6 +504,178 @@ __device__ int RunConsumerNarrow(const MlaDecodeParams& p, const Item& it, uint8
       if (col < it.rows) WriteLse(p, it, col, lse[k]);
     }
   }
+}
+
+// Consumer w's row sums of its four q rows over the warpgroup (the row group's lanes, then the
+// four warps through the scratch rows).
+__device__ __forceinline__ void SumRows(uint32_t base, int w, int wtid, const float (&l)[4],
+                                        float (&lt)[4]) {
+  const int warp = wtid >> 5, lane = wtid & 31, quad = lane & 3;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const float lw = RowGroupSum(l[k]);
+    if (lane < 4) {
+      StoreSharedF32(ScratchRow(base, kScratchSum) + 4 * ((w * 4 + warp) * kRows + ColOf(k, quad)),
+                     lw);
+    }
+  }
+  NamedBarrierSync(2 + w, kSm90WgThreads);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    lt[k] = 0.0f;
+#pragma unroll
+    for (int wp = 0; wp < 4; ++wp) {
+      lt[k] += LoadSharedF32(ScratchRow(base, kScratchSum) +
+                             4 * ((w * 4 + wp) * kRows + ColOf(k, quad)));
+    }
+  }
+}
+
+// The q rows' kv ends (from it.begin) of the thread's four q rows.
+__device__ __forceinline__ void VisibleEnds(const MlaDecodeParams& p, const Item& it, int quad,
+                                            int32_t (&vend)[4]) {
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int col = ColOf(k, quad);
+    const int64_t v =
+        col < it.rows ? VisibleEnd(p, it, it.first_token + col / it.hpg) - it.begin : 0;
+    vend[k] = static_cast<int32_t>(v < 0 ? 0 : v);  // < 2^31: an item's kv fits int32
+  }
+}
+
+// bf16: consumer w's part of one item: every kv block with the other consumer, then its 256 O
+// columns normalized and stored (and the LSE, consumer 0). Returns the item's kv blocks.
+__device__ int RunConsumerNarrow(const MlaDecodeParams& p, const Item& it, uint8_t* smem,
+                                 uint32_t seq, uint32_t item, int w) {
+  const int wtid = threadIdx.x & (kSm90WgThreads - 1);
+  const int warp = wtid >> 5, lane = wtid & 31, quad = lane & 3;
+  const uint32_t base = SmemAddr(smem);
+  const Sm90Bars bars{base + L::kBars};
+  const int nblk = BlocksOf(it);
+  const float scale_log2 = p.sm_scale * p.q_scale * p.kv_scale * kLog2e;
+  NarrowState st;
+  VisibleEnds(p, it, quad, st.vend);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    st.m[k] = NegInf();
+    st.l[k] = 0.0f;
+  }
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) st.o[m][e] = 0.0f;
+  }
+  MbarWait(bars.QFull(), item & 1);
+  for (int i = 0; i < nblk; ++i) RunBlock(w, st, bars, base, seq + i, i, wtid, scale_log2);
+
+  // Row sums (the same in both consumers), then our columns, normalized, into our staging rows.
+  float lt[4], inv[4], lse[4];
+  SumRows(base, w, wtid, st.l, lt);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    inv[k] = lt[k] > 0.0f ? p.kv_scale / lt[k] : 0.0f;
+    lse[k] = RowLse(st.m[k], lt[k]);
+  }
+  const int d0 = 16 * warp + (lane >> 2);  // dims d0 and d0 + 8 of each 64-dim tile
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const int k = KOf(e), col = ColOf(k, quad), d = 64 * m + d0 + 8 * ((e >> 1) & 1);
+      StoreSharedF32(ScratchRow(base, 16 * w + col) + StagingWord(col, d), st.o[m][e] * inv[k]);
+    }
+  }
+  NamedBarrierSync(2 + w, kSm90WgThreads);
+  StoreStagedColumns(p, it, base, w, wtid, lse);
+  MbarArrive(bars.QEmpty());  // the scratch rows are read: the producer may load the next Q
+  return nblk;
+}
+
+// fp8: consumer w's part of one item: its blocks (i % 2 == w) with all of O^T and a softmax of
+// its own (the consumers take turns, so both work at once on consecutive blocks and meet at no
+// barrier in the block loop), then the two partial results merged: each publishes its running
+// max and row sums, each scales its O^T by exp2(its max - the rows' max), hands the other's 256
+// columns over through that consumer's staging rows, adds the other's part of its own columns,
+// normalizes and stores them (and the LSE, consumer 0). Returns the item's kv blocks.
+__device__ int RunConsumerRaw(const MlaDecodeParams& p, const Item& it, uint8_t* smem, uint32_t seq,
+                              uint32_t item, int w) {
+  const int wtid = threadIdx.x & (kSm90WgThreads - 1);
+  const int warp = wtid >> 5, lane = wtid & 31, quad = lane & 3;
+  const uint32_t base = SmemAddr(smem);
+  const Sm90Bars bars{base + L::kBars};
+  const int nblk = BlocksOf(it);
+  const float scale_log2 = p.sm_scale * p.q_scale * p.kv_scale * kLog2e;
+  RawState st;
+  VisibleEnds(p, it, quad, st.vend);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    st.m[k] = NegInf();
+    st.l[k] = 0.0f;
+  }
+#pragma unroll
+  for (int m = 0; m < 8; ++m) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) st.o[m][e] = 0.0f;
+  }
+  MbarWait(bars.QFull(), item & 1);
+  for (int i = w; i < nblk; i += 2) RunRawBlock(w, st, bars, base, seq + i, i, wtid, scale_log2);
+
+  // Our row sums, then both consumers' (max, sum) of each q row through the stats row.
+  float lt[4];
+  SumRows(base, w, wtid, st.l, lt);
+  const uint32_t stats = ScratchRow(base, kScratchStats);  // [max 0, max 1, sum 0, sum 1][row]
+  if (warp == 0 && lane < 4) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      StoreSharedF32(stats + 4 * (w * kRows + ColOf(k, quad)), st.m[k]);
+      StoreSharedF32(stats + 4 * ((2 + w) * kRows + ColOf(k, quad)), lt[k]);
+    }
+  }
+  MbarArrive(StatsPublished(bars));
+  MbarWait(StatsPublished(bars), item & 1);
+  float mine[4], inv[4], lse[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const float m_other = LoadSharedF32(stats + 4 * ((1 - w) * kRows + ColOf(k, quad)));
+    const float l_other = LoadSharedF32(stats + 4 * ((3 - w) * kRows + ColOf(k, quad)));
+    const float m_all = MaxF(st.m[k], m_other);
+    const float m_use = m_all == NegInf() ? 0.0f : m_all;
+    mine[k] = exp2f(st.m[k] - m_use);
+    const float other = exp2f(m_other - m_use);
+    // Consumer 0's part first in both, so both have the same bits.
+    const float l_all =
+        w == 0 ? lt[k] * mine[k] + l_other * other : l_other * other + lt[k] * mine[k];
+    inv[k] = l_all > 0.0f ? p.kv_scale / l_all : 0.0f;
+    lse[k] = RowLse(m_all, l_all);
+  }
+  // The other consumer's columns (our tiles 4 (1 - w) ..), scaled, into its staging rows; the
+  // thread of the same index there reads them back (the same fragment positions).
+  const int d0 = 16 * warp + (lane >> 2);
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const int k = KOf(e), col = ColOf(k, quad), d = VtDim(m, d0 + 8 * ((e >> 1) & 1));
+      StoreSharedF32(ScratchRow(base, 16 * (1 - w) + col) + StagingWord(col, d),
+                     (w == 0 ? st.o[4 + m][e] : st.o[m][e]) * mine[k]);
+    }
+  }
+  MbarArrive(ColumnsHandedOver(bars));
+  MbarWait(ColumnsHandedOver(bars), item & 1);
+  // Our columns: the other's part (consumer 0's first), ours, normalized, in place.
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const int k = KOf(e), col = ColOf(k, quad), d = VtDim(m, d0 + 8 * ((e >> 1) & 1));
+      const uint32_t at = ScratchRow(base, 16 * w + col) + StagingWord(col, d);
+      const float ours = (w == 0 ? st.o[m][e] : st.o[4 + m][e]) * mine[k];
+      const float other = LoadSharedF32(at);
+      StoreSharedF32(at, (w == 0 ? ours + other : other + ours) * inv[k]);
+    }
+  }
+  NamedBarrierSync(2 + w, kSm90WgThreads);
+  StoreStagedColumns(p, it, base, w, wtid, lse);
   MbarArrive(bars.QEmpty());  // the scratch rows are read: the producer may load the next Q
   return nblk;
 }
@@ -522,7 +693,11 @@ __global__ void __launch_bounds__(kSm90Threads, 1)
   // caches).
   RunSm90Block<kFp8, /*kWiden=*/false, kRows, /*kTma=*/true, /*kOneConsumerCode=*/true>(
       p, &kv_map, [&](int w, const Item& it, uint8_t* smem, uint32_t seq, uint32_t item) {
-        return RunConsumerNarrow<kFp8>(p, it, smem, seq, item, w);
+        if constexpr (kFp8) {
+          return RunConsumerRaw(p, it, smem, seq, item, w);
+        } else {
+          return RunConsumerNarrow(p, it, smem, seq, item, w);
+        }
       });
 #endif
 }

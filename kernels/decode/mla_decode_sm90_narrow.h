@@ -8,31 +8,33 @@
 // q rows its N = 16, with no padding:
 //   S^T (64 tokens x 16 rows)  = K (the kv slot, K-major) . Q^T (the Q tile's rows 0-15)
 //   O^T (512 dims x 16 rows)  += V^T (the slot read MN-major) . P^T (16 x 64, K-major)
-// as wgmma m64n16k16 (S^T of fp8 on m64n16k32 e4m3). Both consumer warpgroups work on every
-// block; each adds P V for its 256 O columns (dims chunks 4w .. 4w + 3) and frees its part of
-// the slot when that P V retired.
+// as wgmma m64n16k16 (S^T of fp8 on m64n16k32 e4m3).
 //
 // bf16: inputs stay bf16 as they landed (no conversion, full bf16 range), a ring of two slots
-// (block n in slot n % 2). Consumer w computes the k steps 2w, 2w + 1 of each 64-dim chunk of
+// (block n in slot n % 2). Both consumer warpgroups work on every block; each adds P V for its
+// 256 O columns (dims chunks 4w .. 4w + 3) and frees its half of the slot when that P V
+// retired. Consumer w computes the k steps 2w, 2w + 1 of each 64-dim chunk of
 // S^T, the two halves are exchanged through shared memory, both run the same online softmax
 // (same inputs, same order: the same bits, so no statistics are handed over), each stores half
 // of P^T (bf16 hi + lo: two P V passes), and both wait for all of it.
 //
 // fp8: e4m3 inputs stay e4m3 as they landed (64-byte swizzled rows, RawUnit; no widening by the
 // producer), half a slot's bytes a block, so the ring has four slots (KvRing: the producer
-// runs three blocks ahead). Each consumer runs on its own, meeting the other at no barrier in
-// the block loop (faster than the exchange and its two handoffs a block: notes.md, session 18):
-//   S^T on QGMMA (m64n16k32, K and Q from shared memory), all of it in each consumer: exact
-//     products, but the H200 sums an e4m3 wgmma's products with fewer than fp32's bits, so each
-//     chunk (64 dims) has an accumulator of its own and the nine are added in fp32 (session
-//     8's 64-dim groups met the gates, 128-dim ones did not: notes.md);
-//   the online softmax (both consumers compute the same bits), all of P^T into a buffer of its
-//     own (f16 P: 11 bits, one pass meets the elementwise gate);
-//   O^T += V^T P^T with V^T as the register A operand (m64n16k16 f16): each consumer widens its
-//     256 dims itself, 8 bytes of a token row a load, the bytes of two tokens paired by prmt
-//     and widened exactly by cvt.rn.f16x2.e4m3x2. So that a thread's 8 bytes are one load, the
-//     wgmma's M rows and K columns are permutations of the dims and tokens (VtDim, VtColumn):
-//     P^T is stored in the K order, and O^T rows land at their dims in the epilogue.
+// runs three blocks ahead). The two consumers take turns (blocks i % 2 == w of an item are
+// consumer w's), each with all 512 dims of O^T and a softmax of its own, meeting the other at no
+// barrier in the block loop; at the item's end the two partial results are merged (notes.md,
+// session 18: 1.25x faster than both consumers on every block). A consumer, for its block:
+//   S^T on QGMMA (m64n16k32, K and Q from shared memory): exact products, but the H200 sums an
+//     e4m3 wgmma's products with fewer than fp32's bits, so each chunk (64 dims) has an
+//     accumulator of its own and the nine are added in fp32 (session 8's 64-dim groups met the
+//     gates, 128-dim ones did not: notes.md);
+//   the online softmax, all of P^T into a buffer of its own (f16 P: 11 bits, one pass meets the
+//     elementwise gate);
+//   O^T += V^T P^T with V^T as the register A operand (m64n16k16 f16), k step by k step: the
+//     consumer widens all 512 dims itself, 8 bytes of a token row a load, the bytes of two tokens
+//     paired by prmt and widened exactly by cvt.rn.f16x2.e4m3x2. So that a thread's 8 bytes are one
+//     load, the wgmma's M rows and K columns are permutations of the dims and tokens (VtDim,
+//     VtColumn): P^T is stored in the K order, and O^T rows land at their dims in the epilogue.
 //
 // kv blocks of 64 tokens that start 64-aligned inside one page (page size >= 64), are wholly
 // visible and have a valid page id land by TMA (the launch's TmaMap, TmaRowOf); the others by
@@ -209,12 +211,11 @@ __device__ __forceinline__ void IssuePartialScores(int w, const Sm90Bars& bars, 
   WgmmaCommit();
 }
 
-// fp8: all of S^T of a block (each consumer computes it: no exchange), chunk by chunk in the
-// slot's production order (waiting for each), a chunk's two k steps (32 bytes each) an
-// accumulator: s[pos] for the chunk at position pos. QGMMA accumulates with fewer than fp32's
-// bits, so the parts are added in fp32 (session 8: 64-dim parts met the gates, 128-dim ones
-// did not). Indexed by position, not chunk: a compile-time index keeps s in registers; both
-// consumers read a slot in the same order, so their sums have the same bits.
+// fp8: all of S^T of a block (by the consumer whose turn it is), chunk by chunk in the slot's
+// production order (waiting for each), a chunk's two k steps (32 bytes each) an accumulator:
+// s[pos] for the chunk at position pos. QGMMA accumulates with fewer than fp32's bits, so the
+// parts are added in fp32 (session 8: 64-dim parts met the gates, 128-dim ones did not).
+// Indexed by position, not chunk: a compile-time index keeps s in registers.
 __device__ __forceinline__ void IssueRawScores(const Sm90Bars& bars, uint32_t base, uint32_t rows,
                                                int slot, uint32_t parity,
                                                float (&s)[kRawSParts][8]) {
@@ -531,15 +532,28 @@ __device__ __forceinline__ void SumRows(uint32_t base, int w, int wtid, const fl
   }
 }
 
-// The q rows' kv ends (from it.begin) of the thread's four q rows.
-__device__ __forceinline__ void VisibleEnds(const MlaDecodeParams& p, const Item& it, int quad,
-                                            int32_t (&vend)[4]) {
+// A consumer's state (NarrowState, RawState) at an item's start: the kv ends (from it.begin)
+// of the thread's four q rows, no max yet, zero row sums and O^T.
+template <class State>
+__device__ __forceinline__ void StartItem(const MlaDecodeParams& p, const Item& it, int quad,
+                                          State& st) {
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     const int col = ColOf(k, quad);
     const int64_t v =
         col < it.rows ? VisibleEnd(p, it, it.first_token + col / it.hpg) - it.begin : 0;
-    vend[k] = static_cast<int32_t>(v < 0 ? 0 : v);  // < 2^31: an item's kv fits int32
+    st.vend[k] = static_cast<int32_t>(v < 0 ? 0 : v);  // < 2^31: an item's kv fits int32
+  }
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    st.m[k] = NegInf();
+    st.l[k] = 0.0f;
+  }
+  constexpr int kTiles = sizeof(st.o) / sizeof(st.o[0]);
+#pragma unroll
+  for (int m = 0; m < kTiles; ++m) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) st.o[m][e] = 0.0f;
   }
 }
 
@@ -554,17 +568,7 @@ __device__ int RunConsumerNarrow(const MlaDecodeParams& p, const Item& it, uint8
   const int nblk = BlocksOf(it);
   const float scale_log2 = p.sm_scale * p.q_scale * p.kv_scale * kLog2e;
   NarrowState st;
-  VisibleEnds(p, it, quad, st.vend);
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    st.m[k] = NegInf();
-    st.l[k] = 0.0f;
-  }
-#pragma unroll
-  for (int m = 0; m < 4; ++m) {
-#pragma unroll
-    for (int e = 0; e < 8; ++e) st.o[m][e] = 0.0f;
-  }
+  StartItem(p, it, quad, st);
   MbarWait(bars.QFull(), item & 1);
   for (int i = 0; i < nblk; ++i) RunBlock(w, st, bars, base, seq + i, i, wtid, scale_log2);
 
@@ -606,17 +610,7 @@ __device__ int RunConsumerRaw(const MlaDecodeParams& p, const Item& it, uint8_t*
   const int nblk = BlocksOf(it);
   const float scale_log2 = p.sm_scale * p.q_scale * p.kv_scale * kLog2e;
   RawState st;
-  VisibleEnds(p, it, quad, st.vend);
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    st.m[k] = NegInf();
-    st.l[k] = 0.0f;
-  }
-#pragma unroll
-  for (int m = 0; m < 8; ++m) {
-#pragma unroll
-    for (int e = 0; e < 8; ++e) st.o[m][e] = 0.0f;
-  }
+  StartItem(p, it, quad, st);
   MbarWait(bars.QFull(), item & 1);
   for (int i = w; i < nblk; i += 2) RunRawBlock(w, st, bars, base, seq + i, i, wtid, scale_log2);
 

@@ -445,15 +445,13 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
         (!kTma || WarpUniform(TmaRowOf(p, it, t + kSm90PrefetchAhead)) < 0)) {
       PrefetchKvBlock<kFp8>(p, it, t + kSm90PrefetchAhead, ctid);
     }
-    // Positions 0-3 once their consumer freed them, then 4-8 (chunk 8 needs both).
-    // Raw rings (four slots) refill a slot once both consumers are done with all of it (a
-    // consumer may read every chunk of a block: the narrow kernel's kSolo).
+    // Positions 0-3 once their half was freed, then 4-8 (chunk 8 needs both). (A kernel whose
+    // consumer reads a whole block frees both halves: the narrow fp8 one.)
     auto wait_free = [&](int pos) {
-      if (n >= Ring::kSlots && (pos == 0 || (pos == 4 && !kRaw))) {
+      if (n >= Ring::kSlots && (pos == 0 || pos == 4)) {
         const int w = (pos == 0) == ((slot & 1) == 0) ? 0 : 1;
         MLAPS_SM90_MARK(6, n * 16 + pos);
         MLAPS_SM90_TIMED(9, MbarWait(bars.Empty(slot, w), Ring::ParityOf(n) ^ 1));
-        if (kRaw) MbarWait(bars.Empty(slot, 1 - w), Ring::ParityOf(n) ^ 1);
       }
     };
     if (tma_row < 0) {

@@ -286,8 +286,9 @@ int LaunchMlaDecode(const MlaDecodeParams& params, void* stream) {
         {mla::MlaDecodeSm90Kernel<false, false>, mla::MlaDecodeSm90Kernel<true, false>}};
     const TmaKernel kernel = kTmaKernels[which][fp8];
     mla::TmaMap kv_map;
-    // The narrow kernel keeps e4m3 rows raw (fp8 wgmma for S); the others widen them.
-    const bool raw_e4m3 = which == 0;
+    // The narrow and f16 P V kernels keep e4m3 rows raw (fp8 wgmma for S); the f16-tile one
+    // widens them.
+    const bool raw_e4m3 = which <= 1;
     if (const hipError_t e = EncodeKvMap(params, raw_e4m3, &kv_map); e != hipSuccess) return e;
     if (!tma_allowed[which][fp8].load(std::memory_order_acquire)) {
       const hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(kernel),

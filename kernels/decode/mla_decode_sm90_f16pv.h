@@ -1,7 +1,7 @@
-// Hopper (sm_90a) path of the persistent MLA decode for 64-row tiles with one f16 P V pass for
-// bf16 inputs: S = Q K^T on the tiles as they landed (bf16, or f16 for fp8 inputs the producer
-// widened), and P V transposed, O^T += V^T P^T, with V^T taken into registers (ldmatrix .trans)
-// and widened there from bf16 to f16. Contract: mla_decode.h; the shared-memory layout and the
+// Hopper (sm_90a) path of the persistent MLA decode for 64-row tiles with one f16 P V pass:
+// S = Q K^T on the kv rows as they landed (bf16; fp8: raw e4m3 on QGMMA), and P V transposed,
+// O^T += V^T P^T, with V^T taken into registers and widened there to f16 (bf16: ldmatrix .trans;
+// fp8: the raw rows, WidenVtStep). Contract: mla_decode.h; the shared-memory layout and the
 // producer warpgroup (TMA loads of whole-page blocks, cp.async otherwise) are shared with the
 // f16-tile and narrow kernels (mla_decode_sm90_producer.h); measurements: notes.md.
 //
@@ -9,25 +9,35 @@
 // (+47% tensor work a block: the bf16 kernel, mla_decode_sm90_bf16.h); f16 P (11 bits) passes
 // in one pass but needs f16 V. Widening V in shared memory costs a producer pass over every
 // block (the f16-tile kernel is bound by it); here each consumer widens only its own 256 dims
-// of V, in registers, on the way into the wgmma (A from registers), and K stays bf16 for S.
+// of V, in registers, on the way into the wgmma (A from registers), and K stays as it landed.
 // Every bf16 of magnitude in [2^-14, 65504] is an f16 (smaller ones round to the f16 quantum
 // 2^-24, far below the gates); a V value the f16 cannot hold (>= 65520, or an infinity) is
 // reported as kMlaF16Range instead of writing a wrong O. Q and K keep the full bf16 range.
+// Every e4m3 is an f16: fp8 needs no check.
 //
-// Roles (three warpgroups; kv block n of the block's walk sits in slot n % 2 and belongs to
-// consumer n % 2):
-//   own block    (its consumer) S = Q K^T (9 chunks x 4 wgmma m64n64k16), the mask and the
-//                online softmax in registers (the running max after the block before comes from
-//                its owner), P as f16 into the slot's rope chunk (dead once S is done), the row
-//                max (kRowM) and the block's rescale factors (kPvAlpha[n % 2]) to shared memory;
+// fp8 rows stay e4m3 (64-byte swizzled, RawUnit): half a bf16 slot's bytes, so the ring has four
+// slots (KvRing<true>: the producer runs three blocks ahead), and S runs on QGMMA (m64n64k32),
+// a chunk (64 dims) an accumulator added in fp32 (the H200 sums an e4m3 wgmma's products with
+// fewer than fp32's bits: notes.md, session 8). P^T lies in the Q region's free halves
+// (RawPTile) in the K order of the widened V^T (VtColumn), whose M rows are the dims in VtDim
+// order (the epilogue stores them back in place).
+//
+// Roles (three warpgroups; kv block n of the block's walk belongs to consumer n % 2 and sits in
+// slot n % 2, fp8 n % 4):
+//   own block    (its consumer) S = Q K^T (bf16: 9 chunks x 4 wgmma m64n64k16, one commit group;
+//                fp8: 9 chunks x 2 QGMMA, each chunk retired and added), the mask and the online
+//                softmax in registers (the reference max after the block before comes from its
+//                owner; it moves only past a slack, StepLazyRunningMax, so most blocks rescale
+//                nothing), P as f16 (bf16: into the slot's rope chunk, dead once S is done), the
+//                reference max (kRowM), the block's rescale factors (kPvAlpha[n % 2]) and
+//                whether any moved (kPvMoved[n % 2]) to shared memory;
 //   every block  (both consumers) O^T[the consumer's 256 dims] rescaled by the block's factors
-//                and O^T += V^T P^T: four dims tiles of 64 (chunks 4 w .. 4 w + 3 of the slot) x 4
-//                k steps of 16 tokens, wgmma m64n64k16 with V^T from registers and P^T (K-major,
-//                the rope chunk) from shared memory; the slot's half is freed when it retired.
-//                The S of the consumer's next block (it follows the other's) is issued before
-//                it waits for the other's statistics, so that S runs during the other's
-//                softmax (bf16), or behind its P V of the other's block (fp8, whose blocks wait
-//                for the producer's widening);
+//                (when one moved) and O^T += V^T P^T: four dims tiles of 64 (chunks 4 w .. 4 w
+//                + 3 of the slot) x 4 k steps of 16 tokens, wgmma m64n64k16 with V^T from
+//                registers and P^T (K-major) from shared memory; the slot's half is freed when
+//                it retired. The S of the consumer's next block (it follows the other's) is done
+//                before it waits for the other's statistics, so that S runs during the other's
+//                softmax;
 //   producer     (warpgroup 2) Q and the kv blocks (mla_decode_sm90_producer.h).
 // (A fourth warpgroup that runs every S and softmax while two others run P V compiles to
 // serialized wgmmas: 512 threads leave 128 registers a thread at entry, and ptxas reports
@@ -46,6 +56,7 @@
 #include "kernels/decode/mla_decode.h"
 #include "kernels/decode/mla_decode_device.h"
 #include "kernels/decode/mla_decode_sm90_producer.h"
+#include "kernels/decode/mla_decode_sm90_raw.h"
 #include "kernels/decode/sm90_primitives.h"
 
 namespace mlaps {
@@ -70,15 +81,30 @@ using L = SmemSm90;
 //   QRowOf(i, quad), the same in every tile.
 __device__ __forceinline__ int QRowOf(int i, int quad) { return 8 * (i >> 2) + 2 * quad + (i & 1); }
 
+// fp8: the ring of raw blocks (block n in slot n % 4, its owner n % 2 as with bf16) and where a
+// slot's rows lie.
+using RawRing = KvRing<true>;
+__device__ __forceinline__ uint32_t RawRows(uint32_t base, int slot) {
+  return base + L::kKv + RawRing::TileOf(slot) + RawRing::RowsAt<true>(slot);
+}
+// fp8: P^T of block n (64 q rows of 64 f16 tokens in VtColumn order, K-major, 128-byte swizzled)
+// in the Q region's free halves (the raw Q tile holds each chunk's first 4 KB): q rows 8 g ..
+// 8 g + 7 at byte 4096 + 1024 (n % 2) of chunk g.
+static_assert(kRawQAt + L::kRows * 64 <= L::kChunk / 2, "the raw Q tile leaves each chunk's half");
+__device__ __forceinline__ uint32_t RawPTile(uint32_t base, uint32_t n) {
+  return base + L::kQ + L::kChunk / 2 + 1024 * (n & 1);
+}
+__device__ __forceinline__ uint32_t RawPAt(uint32_t p_tile, int row, int column) {
+  return PAt(p_tile + (row >> 3) * L::kChunk, row & 7, column);
+}
+
 // ---- Tile math -------------------------------------------------------------------------------
 
-// S = Q K^T for the block in `slot` (sequence number n), issued as one commit group: 9 chunks
-// in the slot's production order (ChunkAt), waiting for each, x 4 k16 steps of 32 bytes inside
-// the swizzled 128-byte rows; bf16 operands as they landed, or f16 (kF16Tiles: fp8 inputs
-// widened by the producer).
-template <bool kF16Tiles>
-__device__ __forceinline__ void IssueScores(const Sm90Bars& bars, uint32_t base, int slot,
-                                            uint32_t n, float (&s)[32]) {
+// bf16: S = Q K^T for the block in `slot` (sequence number n), issued as one commit group: 9
+// chunks in the slot's production order (ChunkAt), waiting for each, x 4 k16 steps of 32 bytes
+// inside the swizzled 128-byte rows, on the bf16 operands as they landed.
+__device__ __forceinline__ void IssueBf16Scores(const Sm90Bars& bars, uint32_t base, int slot,
+                                                uint32_t n, float (&s)[32]) {
   const uint32_t kv = base + L::kKv + slot * L::kTile;
 #pragma unroll
   for (int e = 0; e < 32; ++e) s[e] = 0.0f;
@@ -93,10 +119,38 @@ __device__ __forceinline__ void IssueScores(const Sm90Bars& bars, uint32_t base,
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       const uint32_t step = (kk * 32) >> 4;
-      MLAPS_SM90_S_MMA(WgmmaM64N64K16<!kF16Tiles>(s, a0 + step, b0 + step, pos + kk > 0));
+      MLAPS_SM90_S_MMA(WgmmaM64N64K16<true>(s, a0 + step, b0 + step, pos + kk > 0));
     }
   }
   WgmmaCommit();
+}
+
+// fp8: S = Q K^T of the raw block at `rows` (ring slot `slot`, phase parity `parity`), complete
+// on return: per chunk, in the slot's production order and waiting for each, two QGMMA k steps
+// (m64n64k32) into an accumulator of its own, added to s in fp32 (the H200 sums an e4m3 wgmma's
+// products with fewer than fp32's bits; 64-dim parts meet the gates: notes.md, session 8).
+__device__ __forceinline__ void RawScores(const Sm90Bars& bars, uint32_t base, uint32_t rows,
+                                          int slot, uint32_t parity, float (&s)[32]) {
+  float part[32];
+#pragma unroll
+  for (int e = 0; e < 32; ++e) s[e] = 0.0f;
+    // One chunk a trip, not unrolled: the descriptors of all nine would stay live (and spill).
+#pragma unroll 1
+  for (int pos = 0; pos < L::kChunks; ++pos) {
+    const int c = ChunkAt(slot, pos);
+    MbarWait(bars.Full(slot, c), parity);
+    const uint64_t a =
+        MatrixDesc(base + L::kQ + c * L::kChunk + kRawQAt, 16, kRawAtom, kSwizzle64B);
+    const uint64_t b = MatrixDesc(rows + c * L::kChunk, 16, kRawAtom, kSwizzle64B);
+    WgmmaFence();
+    MLAPS_SM90_S_MMA(WgmmaM64N64K32E4m3Fresh(part, a, b));
+    MLAPS_SM90_S_MMA(WgmmaM64N64K32E4m3(part, a + (32 >> 4), b + (32 >> 4), 1));
+    WgmmaCommit();
+    WgmmaWait<0>();
+    PinAccumulators(part);
+#pragma unroll
+    for (int e = 0; e < 32; ++e) s[e] += part[e];
+  }
 }
 
 // O^T[dims 256 w ..] += V^T P^T for the block in the slot at `kv`. Tile m (dims chunk 4 w + m)
@@ -105,12 +159,9 @@ __device__ __forceinline__ void IssueScores(const Sm90Bars& bars, uint32_t base,
 // tokens + 8 (j >> 1); its row lane % 8 is a token) and widened to f16 when the tiles are bf16
 // (kWidenV); P^T is the rope chunk, K-major. The tiles
 // are committed one by one, their A registers double-buffered: the tile before last retires
-// before its registers take the next tile's fragments. With `then_s`, `issue_s()` then issues
-// one more commit group (the S of the consumer's next block, which so overlaps these tiles);
-// every tile of P V has retired when it returns, that group need not have.
-template <bool kWidenV, class IssueS>
-__device__ __forceinline__ void PvT(uint32_t kv, int w, int wtid, float (&o)[4][32], bool then_s,
-                                    IssueS&& issue_s) {
+// before its registers take the next tile's fragments. Every tile has retired when it returns.
+template <bool kWidenV>
+__device__ __forceinline__ void PvT(uint32_t kv, int w, int wtid, float (&o)[4][32]) {
   const int warp = wtid >> 5, lane = wtid & 31;
   const int tok = 8 * (lane >> 4) + (lane & 7);
   const int unit = 2 * warp + ((lane >> 3) & 1);
@@ -136,13 +187,33 @@ __device__ __forceinline__ void PvT(uint32_t kv, int w, int wtid, float (&o)[4][
     }
     WgmmaCommit();
   }
-  // Here, while the A registers are still ours.
-  if (then_s) {
-    issue_s();
-    WgmmaWait<1>();
-  } else {
-    WgmmaWait<0>();
+  WgmmaWait<0>();
+#pragma unroll
+  for (int m = 0; m < 4; ++m) PinAccumulators(o[m]);
+}
+
+// fp8: O^T[dims 256 w ..] += V^T P^T for the raw block at `rows`, k step by k step: the A
+// fragments of the four dims tiles (M rows in VtDim order) widened from the raw rows of chunks
+// 4 w .. 4 w + 3 (WidenVtStep; two buffers, so a step widens while the one before runs), P^T
+// from `p_tile` (K columns in VtColumn order). Every P V has retired when it returns.
+__device__ __forceinline__ void RawPvT(uint32_t rows, uint32_t p_tile, int w, int wtid,
+                                       float (&o)[4][32]) {
+  const uint64_t p0 = MatrixDesc(p_tile, 16, L::kChunk, kSwizzle128B);
+  uint32_t a[2][4][4];
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    if (kk >= 2) WgmmaWait<1>();  // the P V of k step kk - 2 retired: its A buffer is free
+    WidenVtStep(rows + 4 * w * L::kChunk, kk, wtid, a[kk & 1]);
+#pragma unroll
+    for (int m = 0; m < 4; ++m) PinAccumulators(o[m]);
+    WgmmaFence();
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      MLAPS_SM90_PV_MMA(WgmmaM64N64K16F16RegA(o[m], a[kk & 1][m], p0 + ((kk * 32) >> 4), 1));
+    }
+    WgmmaCommit();
   }
+  WgmmaWait<0>();
 #pragma unroll
   for (int m = 0; m < 4; ++m) PinAccumulators(o[m]);
 }
@@ -207,12 +278,14 @@ __device__ __forceinline__ F16PvPlace PlaceOf(uint8_t* smem) {
 }
 
 // The owner's softmax of block i (sequence number n, S retired in s): the mask, the online
-// softmax (running max m, row sums l of rows r0, r0 + 8), P as f16 into the slot's rope chunk
-// (dead once S retired), the row max into kRowM and the block's rescale factors into
-// kPvAlpha[n % 2], then published (score_stats[n % 2]).
+// softmax (running max m, row sums l of rows r0, r0 + 8), P as f16 into `p_tile` (bf16: the
+// slot's rope chunk, dead once S retired, tokens in order; kRaw: RawPTile, VtColumn order), the
+// row max into kRowM and the block's rescale factors into kPvAlpha[n % 2], then published
+// (score_stats[n % 2]).
+template <bool kRaw>
 __device__ __forceinline__ void Softmax(const F16PvPlace& at, float (&s)[32], float (&m)[2],
                                         float (&l)[2], const int32_t (&vend)[2], int i, uint32_t n,
-                                        float scale_log2) {
+                                        float scale_log2, uint32_t p_tile) {
   int lim[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -221,8 +294,10 @@ __device__ __forceinline__ void Softmax(const F16PvPlace& at, float (&s)[32], fl
   }
   float mx[2], m_use[2], alpha[2];
   MaskScaleRowMax(s, lim, at.quad, scale_log2, mx);
-  StepRunningMax(mx, m, l, m_use, alpha);
-  const uint32_t p_tile = at.base + L::kKv + (n & 1) * L::kTile + 8 * L::kChunk;
+  StepLazyRunningMax(mx, m, l, m_use, alpha);
+  // Whether any of the warp's rows moved its reference (RescaleO reads the four warps' words).
+  const bool moved = __ballot64(alpha[0] != 1.0f || alpha[1] != 1.0f) != 0;
+  if (at.lane == 0) StoreShared32(at.base + L::kPvMoved + 4 * ((n & 1) * 4 + at.warp), moved);
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
 #pragma unroll
@@ -230,7 +305,14 @@ __device__ __forceinline__ void Softmax(const F16PvPlace& at, float (&s)[32], fl
       const float p0 = exp2f(s[4 * j + 2 * h] - m_use[h]);
       const float p1 = exp2f(s[4 * j + 2 * h + 1] - m_use[h]);
       l[h] += p0 + p1;
-      StoreShared32(PAt(p_tile, at.r0 + 8 * h, 8 * j + 2 * at.quad), PackF16x2(p0, p1));
+      const int row = at.r0 + 8 * h, t = 8 * j + 2 * at.quad;
+      if (kRaw) {  // tokens t, t + 1 are two K columns apart
+        const uint32_t two = PackF16x2(p0, p1);
+        StoreShared16(RawPAt(p_tile, row, VtColumn(t)), static_cast<uint16_t>(two & 0xffffu));
+        StoreShared16(RawPAt(p_tile, row, VtColumn(t + 1)), static_cast<uint16_t>(two >> 16));
+      } else {
+        StoreShared32(PAt(p_tile, row, t), PackF16x2(p0, p1));
+      }
     }
   }
   if (at.quad == 0) {
@@ -244,18 +326,18 @@ __device__ __forceinline__ void Softmax(const F16PvPlace& at, float (&s)[32], fl
   MbarArrive(at.bars.ScoreStats(n));
 }
 
-// O^T *= block n's rescale factors of the thread's 16 q rows, unless every factor of the warp
-// is 1 (the usual case once the running max settled; exact either way).
+// O^T *= block n's rescale factors of the thread's 16 q rows, unless no row of the block moved
+// its reference max (the owner's four warp words; the usual case past an item's first blocks,
+// StepLazyRunningMax).
 __device__ __forceinline__ void RescaleO(const F16PvPlace& at, float (&o)[4][32], uint32_t n) {
+  const uint4 moved = LoadShared128(at.base + L::kPvMoved + 16 * (n & 1));
+  if ((moved.x | moved.y | moved.z | moved.w) == 0) return;
   const uint32_t alpha = at.base + L::kPvAlpha + 4 * (n & 1) * L::kRows;
   float f[16];
-  bool moved = false;
 #pragma unroll
   for (int k = 0; k < 16; ++k) {
     f[k] = LoadSharedF32(alpha + 4 * QRowOf(4 * (k >> 1) + (k & 1), at.quad));
-    moved = moved || f[k] != 1.0f;
   }
-  if (__ballot64(moved) == 0) return;
 #pragma unroll
   for (int m = 0; m < 4; ++m) {
 #pragma unroll
@@ -264,17 +346,12 @@ __device__ __forceinline__ void RescaleO(const F16PvPlace& at, float (&o)[4][32]
 }
 
 // Consumer w's part of one item (see the file comment): one pass over the kv blocks, each one
-// either ours (softmax) or the other's (its statistics), then our P V of it, behind which the S
-// of our next block after the other's. `seq`: kv blocks this block ran before the item; `item`:
-// items before it. Returns the item's kv blocks.
+// either ours (softmax) or the other's (its statistics), then our P V of it; the S of our next
+// block (it follows the other's) before we wait for the other's statistics. `seq`: kv blocks
+// this block ran before the item; `item`: items before it. Returns the item's kv blocks.
 template <bool kFp8>
 __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* smem, uint32_t seq,
                            uint32_t item, int w) {
-  // bf16 blocks land by TMA as they are: the S of our next block goes out before we wait for
-  // the other's statistics (3-6% faster on the long 64-row shapes). fp8 blocks wait for the
-  // producer's widening, and an S issued that early stalls on it (6% slower): there it goes
-  // behind our P V of the other's block (notes.md, session 13).
-  constexpr bool kEarlyScores = !kFp8;
   const F16PvPlace at = PlaceOf(smem);
   const int nblk = BlocksOf(it);
   const float scale_log2 = p.sm_scale * p.q_scale * p.kv_scale * kLog2e;
@@ -293,25 +370,39 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
     for (int i = 0; i < 32; ++i) o[t][i] = 0.0f;
   }
 
-  // Block i sits in slot (seq + i) % 2 and is ours when that is w. Our last S of the item
-  // releases the Q tile (q_empty; at once when we have no block).
+  // Block n (sequence number) is consumer n % 2's, in slot n % 2 (bf16) or n % 4 (fp8: the
+  // raw ring). Our last S of the item releases the Q tile (q_empty; at once when we have no
+  // block).
+  auto slot_of = [](uint32_t n) { return kFp8 ? RawRing::SlotOf(n) : static_cast<int>(n & 1); };
+  auto parity_of = [](uint32_t n) { return kFp8 ? RawRing::ParityOf(n) : (n >> 1) & 1; };
+  // S of block n into s, retired on return (bf16: issued as one group, then waited for).
+  auto scores = [&](uint32_t n) {
+    const int slot = slot_of(n);
+    if constexpr (kFp8) {
+      RawScores(at.bars, at.base, RawRows(at.base, slot), slot, parity_of(n), s);
+    } else {
+      IssueBf16Scores(at.bars, at.base, slot, n, s);
+      WgmmaWait<0>();
+      PinAccumulators(s);
+    }
+  };
   const int first_own = static_cast<int>((seq & 1) != static_cast<uint32_t>(w));
   MbarWait(at.bars.QFull(), item & 1);
   if (first_own >= nblk) MbarArrive(at.bars.QEmpty());
   if (first_own == 0 && nblk > 0) {
-    IssueScores<kFp8>(at.bars, at.base, w, seq, s);
-    WgmmaWait<0>();
-    PinAccumulators(s);
+    scores(seq);
     if (nblk <= 2) MbarArrive(at.bars.QEmpty());
   }
 #pragma unroll 1
   for (int i = 0; i < nblk; ++i) {
     const uint32_t n = seq + i;
-    const int slot = static_cast<int>(n & 1);
-    const bool own = WarpUniform(slot == w);
+    const int slot = slot_of(n);
+    const bool own = WarpUniform(static_cast<int>(n & 1) == w);
     const bool next_s = WarpUniform(!own && i + 1 < nblk);  // our block follows the other's
+    const uint32_t p_tile =
+        kFp8 ? RawPTile(at.base, n) : at.base + L::kKv + slot * L::kTile + 8 * L::kChunk;
     if (own) {
-      Softmax(at, s, m, l, vend, i, n, scale_log2);
+      Softmax<kFp8>(at, s, m, l, vend, i, n, scale_log2, p_tile);
       NamedBarrierSync(2 + w, kSm90WgThreads);  // all of P and the factors written
     } else {
       // The other's statistics of n, and our half of V (the owner waited for it; our own wait
@@ -325,31 +416,33 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
           l[h] *= LoadSharedF32(at.base + L::kPvAlpha + 4 * ((n & 1) * L::kRows + row));
         }
 #pragma unroll
-        for (int c = 0; c < 4; ++c) MbarWait(at.bars.Full(slot, 4 * w + c), (n >> 1) & 1);
+        for (int c = 0; c < 4; ++c) MbarWait(at.bars.Full(slot, 4 * w + c), parity_of(n));
       };
-      if (kEarlyScores && next_s) {
-        // Issued before the wait, our S runs on the tensor cores during the other's softmax;
-        // retired in the same branch, before O is rescaled (a wgmma in flight while O is
-        // rewritten makes ptxas serialize every wgmma, C7515).
-        IssueScores<kFp8>(at.bars, at.base, w, n + 1, s);
-        take_stats();
-        WgmmaWait<0>();
-        PinAccumulators(s);
+      if (next_s) {
+        // Our S of block n + 1 runs on the tensor cores during the other's softmax of n (bf16:
+        // issued before the wait and retired in the same branch, before O is rescaled: a wgmma
+        // in flight while O is rewritten makes ptxas serialize every wgmma, C7515).
+        if constexpr (kFp8) {
+          scores(n + 1);
+          take_stats();
+        } else {
+          IssueBf16Scores(at.bars, at.base, slot_of(n + 1), n + 1, s);
+          take_stats();
+          WgmmaWait<0>();
+          PinAccumulators(s);
+        }
         if (i + 3 >= nblk) MbarArrive(at.bars.QEmpty());  // our last S of the item
       } else {
         take_stats();
       }
     }
     RescaleO(at, o, n);
-    const bool late_s = WarpUniform(!kEarlyScores && next_s);
-    PvT<!kFp8>(at.base + L::kKv + slot * L::kTile, w, at.wtid, o, late_s,
-               [&] { IssueScores<kFp8>(at.bars, at.base, w, n + 1, s); });
-    MbarArrive(at.bars.Empty(slot, w));
-    if (late_s) {
-      WgmmaWait<0>();
-      PinAccumulators(s);
-      if (i + 3 >= nblk) MbarArrive(at.bars.QEmpty());  // our last S of the item
+    if constexpr (kFp8) {
+      RawPvT(RawRows(at.base, slot), p_tile, w, at.wtid, o);
+    } else {
+      PvT<true>(at.base + L::kKv + slot * L::kTile, w, at.wtid, o);
     }
+    MbarArrive(at.bars.Empty(slot, w));
   }
   // bf16 V widened to f16: a value f16 cannot hold turns every O^T element it meets non-finite
   // (P x inf, or 0 x inf = NaN, in the rows of its dim); only then is the item's V read again
@@ -403,27 +496,31 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
     const float lt = row_sum(QRowOf(4 * (k >> 1) + (k & 1), at.quad));
     inv[k] = lt > 0.0f ? p.kv_scale / lt : 0.0f;
   }
-  const int d0 = 256 * w + 16 * at.warp + (at.lane >> 2);  // dims d0 + 64 t and + 8
+  // Element i of tile t is dim d0 + kDimStep t + kHalfStep ((i >> 1) & 1): bf16 dims 64 t + M
+  // row; fp8 256 w + VtDim(t, M row), 8 consecutive dims of a q row a thread.
+  constexpr int kDimStep = kFp8 ? 2 : 64, kHalfStep = kFp8 ? 1 : 8;
+  const int d0 =
+      kFp8 ? 256 * w + 64 * at.warp + 8 * (at.lane >> 2) : 256 * w + 16 * at.warp + (at.lane >> 2);
 #pragma unroll
   for (int i = 0; i < 32; ++i) {
     const int row = QRowOf(i, at.quad);
     if (row >= it.rows) continue;
     const float scale = inv[2 * (i >> 2) + (i & 1)];
-    const int d = d0 + 8 * ((i >> 1) & 1);
+    const int d = d0 + kHalfStep * ((i >> 1) & 1);
     if (it.partial < 0 && p.o_fp32 != nullptr) {  // fp32 final O (CP ranks)
       float* dst = p.o_fp32 + FinalRow(p, it, row) * kDimV + d;
 #pragma unroll
-      for (int t = 0; t < 4; ++t) dst[64 * t] = o[t][i] * scale;
+      for (int t = 0; t < 4; ++t) dst[kDimStep * t] = o[t][i] * scale;
     } else if (it.partial < 0) {
       uint16_t* dst = p.o + FinalRow(p, it, row) * kDimV + d;
 #pragma unroll
       for (int t = 0; t < 4; ++t) {
-        dst[64 * t] = static_cast<uint16_t>(PackBf16x2(o[t][i] * scale, 0.0f) & 0xffffu);
+        dst[kDimStep * t] = static_cast<uint16_t>(PackBf16x2(o[t][i] * scale, 0.0f) & 0xffffu);
       }
     } else {
       float* dst = p.partial_o + PartialRow(it, row) * kDimV + d;
 #pragma unroll
-      for (int t = 0; t < 4; ++t) dst[64 * t] = o[t][i] * scale;
+      for (int t = 0; t < 4; ++t) dst[kDimStep * t] = o[t][i] * scale;
     }
   }
   return nblk;
@@ -440,7 +537,7 @@ __global__ void __launch_bounds__(kF16PvThreads, 1)
 #if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
   // Both consumers run one instance of their code (half the hot code for the instruction
   // caches: two instances missed them, notes.md).
-  RunSm90Block<kFp8, /*kWiden=*/kFp8, SmemSm90::kRows, /*kTma=*/true, /*kOneConsumerCode=*/true,
+  RunSm90Block<kFp8, /*kWiden=*/false, SmemSm90::kRows, /*kTma=*/true, /*kOneConsumerCode=*/true,
                /*kEvictFirst=*/true>(
       p, &kv_map, [&](int w, const Item& it, uint8_t* smem, uint32_t seq, uint32_t item) {
         return RunConsumer<kFp8>(p, it, smem, seq, item, w);

@@ -59,6 +59,7 @@
 #include "kernels/decode/mla_decode.h"
 #include "kernels/decode/mla_decode_device.h"
 #include "kernels/decode/mla_decode_sm90_producer.h"
+#include "kernels/decode/mla_decode_sm90_raw.h"
 #include "kernels/decode/sm90_primitives.h"
 
 namespace mlaps {
@@ -111,9 +112,8 @@ __device__ __forceinline__ uint32_t ColumnsHandedOver(const Sm90Bars& bars) {
   return bars.RowLFull(1);
 }
 
-// fp8: the raw e4m3 rows (RawUnit layout, rows of 64 bytes: 8 rows a 512-byte atom) of a kv
-// block in a four-slot ring (KvRing<true>), Q rows 0-15 at the start of each Q chunk.
-constexpr uint32_t kRawAtom = 8 * 64;
+// fp8: the raw e4m3 rows of a kv block (mla_decode_sm90_raw.h) lie in a four-slot ring
+// (KvRing<true>), Q rows 0-15 at the start of each Q chunk.
 // fp8: the parts S^T is summed from in fp32 (IssueRawScores): a chunk (64 dims) each.
 constexpr int kRawSParts = L::kChunks;
 
@@ -128,18 +128,8 @@ __device__ __forceinline__ uint32_t RawPAt(uint32_t p_tile, int row, int token) 
 }
 
 // fp8 P V (register A): the wgmma row (M index) r of dims tile m of consumer w's O^T is dim
-// 256 w + VtDim(m, r); the K column c (0..15) of k step kk is token 16 kk + (c / 2) % 4 + 4 (c %
-// 2) + 8 (c / 8) of the block. A thread (warp wp, lane l) holds rows 16 wp + l / 4 (+ 8) and
-// columns 2 (l % 4) (+ 1, + 8, + 9): its dims of all four tiles are the 8 bytes at 64 wp + 8 (l /
-// 4) of a token row, and the four lanes of a row group read four consecutive token rows (256
-// bytes a load: no bank conflict).
-__device__ __forceinline__ int VtDim(int m, int r) {
-  return 64 * (r >> 4) + 8 * (r & 7) + 2 * m + ((r >> 3) & 1);
-}
-// The K column of the block's token t (P^T's order).
-__device__ __forceinline__ int VtColumn(int t) {
-  return (t & ~15) + 2 * (t & 3) + ((t >> 2) & 1) + 8 * ((t >> 3) & 1);
-}
+// 256 w + VtDim(m, r), and P^T's K columns are the tokens in VtColumn order
+// (mla_decode_sm90_raw.h).
 
 // ---- What a consumer carries through an item (registers) -------------------------------------
 
@@ -231,32 +221,6 @@ __device__ __forceinline__ void IssueRawScores(const Sm90Bars& bars, uint32_t ba
     WgmmaM64N16K32E4m3(s[pos], a + (32 >> 4), b + (32 >> 4), 1);
   }
   WgmmaCommit();
-}
-
-// fp8: the register A operands of k step kk of the four dims tiles of one half of the 512 dims,
-// whose raw rows are chunks 0-3 from `half_rows` (in VtDim / VtColumn order): the thread's 8
-// bytes of four token rows, two rows' bytes paired (prmt) and widened to f16 pairs.
-__device__ __forceinline__ void WidenVtStep(uint32_t half_rows, int kk, int wtid,
-                                            uint32_t (&a)[4][4]) {
-  const int warp = wtid >> 5, g = (wtid & 31) >> 2, t = wtid & 3;
-  const uint32_t chunk = half_rows + warp * L::kChunk;
-#pragma unroll
-  for (int f = 0; f < 2; ++f) {
-    uint2 rows[2];  // tokens 16 kk + t + 8 f (the even K column) and + 4 (the odd one)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int token = 16 * kk + t + 4 * e + 8 * f;
-      rows[e] = LoadShared64(chunk + RawUnit(token, g >> 1) + 8 * (g & 1));
-    }
-    // Bytes j of the two rows -> dim 8 g + j's pair: A register (j & 1) + 2 f of tile j / 2.
-    uint32_t pair[4];
-    pair[0] = PermuteBytes(rows[0].x, rows[1].x, 0x5140);
-    pair[1] = PermuteBytes(rows[0].x, rows[1].x, 0x7362);
-    pair[2] = PermuteBytes(rows[0].y, rows[1].y, 0x5140);
-    pair[3] = PermuteBytes(rows[0].y, rows[1].y, 0x7362);
-#pragma unroll
-    for (int q = 0; q < 4; ++q) E4m3x4ToF16x2x2(pair[q], a[q][2 * f], a[q][2 * f + 1]);
-  }
 }
 
 // O^T[our 256 columns] += V^T P^T for the block in the slot at `kv`: dims tile 4 w + m is

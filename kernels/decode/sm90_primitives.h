@@ -85,6 +85,29 @@ __device__ __forceinline__ void StepRunningMax(const float (&mx)[2], float (&m)[
   }
 }
 
+// How far (base 2) a block's row max may exceed the reference max before it moves
+// (StepLazyRunningMax): P <= 2^8, exact in f16 P's 11 bits like any P <= 1.
+constexpr float kLazyMaxSlack = 8.0f;
+
+// StepRunningMax with a lazy reference: m[h] moves only when the block's row max exceeds it by
+// more than kLazyMaxSlack, so that past the first blocks of an item almost no block rescales
+// what came before (alpha 1; FlashAttention-4's conditional rescaling). Exact: P and the row
+// sums share the reference, and O = sum P V / sum P and LSE = m + ln(l) do not depend on it.
+__device__ __forceinline__ void StepLazyRunningMax(const float (&mx)[2], float (&m)[2],
+                                                   float (&l)[2], float (&m_use)[2],
+                                                   float (&alpha)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float bmax = QuadMax(mx[h]);
+    const bool move = bmax > m[h] + kLazyMaxSlack;  // from -inf: any finite block max moves it
+    const float m_new = move ? bmax : m[h];
+    m_use[h] = m_new == NegInf() ? 0.0f : m_new;
+    alpha[h] = move ? exp2f(m[h] - m_use[h]) : 1.0f;
+    m[h] = m_new;
+    l[h] *= alpha[h];
+  }
+}
+
 }  // namespace mla
 }  // namespace mlaps
 
@@ -150,6 +173,11 @@ __device__ __forceinline__ void WgmmaM64N64K16(float (&d)[32], uint64_t desc_a, 
 __device__ __forceinline__ void WgmmaM64N64K32E4m3(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
                                                    int accumulate) {
   mlaps_emu::Wgmma(d, 64, desc_a, desc_b, /*trans_b=*/false, accumulate != 0,
+                   mlaps_emu::WgmmaType::kE4m3);
+}
+__device__ __forceinline__ void WgmmaM64N64K32E4m3Fresh(float (&d)[32], uint64_t desc_a,
+                                                        uint64_t desc_b) {
+  mlaps_emu::Wgmma(d, 64, desc_a, desc_b, /*trans_b=*/false, /*accumulate=*/false,
                    mlaps_emu::WgmmaType::kE4m3);
 }
 __device__ __forceinline__ void WgmmaM64N64K16F16RegA(float (&d)[32], const uint32_t (&a)[4],
@@ -456,6 +484,24 @@ __device__ __forceinline__ void WgmmaM64N64K32E4m3(float (&d)[32], uint64_t desc
         "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
         "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+// The same starting a chain, d = A B: d is an output only, so the caller need not zero it
+// (a non-wgmma write of an accumulator while other wgmmas are in flight serializes them:
+// ptxas C7515).
+__device__ __forceinline__ void WgmmaM64N64K32E4m3Fresh(float (&d)[32], uint64_t desc_a,
+                                                        uint64_t desc_b) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, %32, %33, 0, 1, 1;\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]),
+        "=f"(d[7]), "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]),
+        "=f"(d[14]), "=f"(d[15]), "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]), "=f"(d[20]),
+        "=f"(d[21]), "=f"(d[22]), "=f"(d[23]), "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]),
+        "=f"(d[28]), "=f"(d[29]), "=f"(d[30]), "=f"(d[31])
+      : "l"(desc_a), "l"(desc_b));
 }
 
 // d (m64n64, fp32) = A B (+ d) with A = 64 x 16 f16 from registers (the m64k16 A fragment: four

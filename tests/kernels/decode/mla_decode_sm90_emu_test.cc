@@ -75,7 +75,7 @@ constexpr testing::Sm90KernelUnderTest kBf16HiLo{
 // The f16 P V kernel (mla_decode_sm90_f16pv.h): the producer with TMA and two consumer
 // warpgroups, 64-token kv blocks, bf16 and fp8.
 void F16PvBody(const MlaDecodeParams& p, bool fp8) {
-  const mla::TmaMap map = testing::KvTmaMap(p, fp8);
+  const mla::TmaMap map = testing::KvTmaMap(p, fp8, /*raw_e4m3=*/true);
   if (fp8) {
     mla::sm90_f16pv::MlaDecodeSm90F16PvKernel<true>(p, map);
   } else {

@@ -1,0 +1,70 @@
+// Raw e4m3 kv rows as operands of the sm90 decode kernels that keep fp8 unwidened (the narrow
+// kernel, mla_decode_sm90_narrow.h, and the 64-row f16 P V kernel, mla_decode_sm90_f16pv.h):
+// the 64-byte swizzled rows the producer lands (RawUnit, mla_decode_sm90_producer.h), read by
+// QGMMA for S as they are, and V^T widened to f16 in registers as the register A operand of
+// the transposed P V, O^T += V^T P^T (wgmma m64nNk16 f16, N the tile's q rows).
+#ifndef MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_RAW_H_
+#define MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_RAW_H_
+
+#include <cstdint>
+
+#include "kernels/decode/mla_decode_device.h"
+#include "kernels/decode/mla_decode_sm90_producer.h"
+#include "kernels/decode/sm90_primitives.h"
+
+namespace mlaps {
+namespace mla {
+
+// Raw e4m3 rows (RawUnit layout, rows of 64 bytes: 8 rows a 512-byte atom): the stride of
+// the 8-row groups of a QGMMA operand over them.
+constexpr uint32_t kRawAtom = 8 * 64;
+
+#if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
+
+// P V on register A: the wgmma row (M index) r of dims tile m of a consumer's 256 dims is its
+// dim VtDim(m, r); the K column c (0..15) of k step kk is token 16 kk + (c / 2) % 4 + 4 (c %
+// 2) + 8 (c / 8) of the block. A thread (warp wp, lane l) holds rows 16 wp + l / 4 (+ 8) and
+// columns 2 (l % 4) (+ 1, + 8, + 9): its dims of all four tiles are the 8 bytes at 64 wp + 8 (l /
+// 4) of a token row, and the four lanes of a row group read four consecutive token rows (256
+// bytes a load: no bank conflict). P^T is stored in this K order (VtColumn), and O^T rows land
+// at their dims in the epilogues.
+__device__ __forceinline__ int VtDim(int m, int r) {
+  return 64 * (r >> 4) + 8 * (r & 7) + 2 * m + ((r >> 3) & 1);
+}
+// The K column of the block's token t (P^T's order).
+__device__ __forceinline__ int VtColumn(int t) {
+  return (t & ~15) + 2 * (t & 3) + ((t >> 2) & 1) + 8 * ((t >> 3) & 1);
+}
+
+// The register A operands of k step kk of the four dims tiles of 256 dims whose raw rows are
+// the four chunks from `half_rows` (VtDim / VtColumn order): the thread's 8 bytes of four token
+// rows, two rows' bytes paired (prmt) and widened exactly to f16 pairs (every e4m3 is an f16).
+__device__ __forceinline__ void WidenVtStep(uint32_t half_rows, int kk, int wtid,
+                                            uint32_t (&a)[4][4]) {
+  const int warp = wtid >> 5, g = (wtid & 31) >> 2, t = wtid & 3;
+  const uint32_t chunk = half_rows + warp * SmemSm90::kChunk;
+#pragma unroll
+  for (int f = 0; f < 2; ++f) {
+    uint2 rows[2];  // tokens 16 kk + t + 8 f (the even K column) and + 4 (the odd one)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int token = 16 * kk + t + 4 * e + 8 * f;
+      rows[e] = LoadShared64(chunk + RawUnit(token, g >> 1) + 8 * (g & 1));
+    }
+    // Bytes j of the two rows -> dim 8 g + j's pair: A register (j & 1) + 2 f of tile j / 2.
+    uint32_t pair[4];
+    pair[0] = PermuteBytes(rows[0].x, rows[1].x, 0x5140);
+    pair[1] = PermuteBytes(rows[0].x, rows[1].x, 0x7362);
+    pair[2] = PermuteBytes(rows[0].y, rows[1].y, 0x5140);
+    pair[3] = PermuteBytes(rows[0].y, rows[1].y, 0x7362);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) E4m3x4ToF16x2x2(pair[q], a[q][2 * f], a[q][2 * f + 1]);
+  }
+}
+
+#endif  // __CUDA_ARCH__ || MLAPS_HOST_EMULATION
+
+}  // namespace mla
+}  // namespace mlaps
+
+#endif  // MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_RAW_H_

@@ -496,31 +496,58 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
     const float lt = row_sum(QRowOf(4 * (k >> 1) + (k & 1), at.quad));
     inv[k] = lt > 0.0f ? p.kv_scale / lt : 0.0f;
   }
-  // Element i of tile t is dim d0 + kDimStep t + kHalfStep ((i >> 1) & 1): bf16 dims 64 t + M
-  // row; fp8 256 w + VtDim(t, M row), 8 consecutive dims of a q row a thread.
-  constexpr int kDimStep = kFp8 ? 2 : 64, kHalfStep = kFp8 ? 1 : 8;
-  const int d0 =
-      kFp8 ? 256 * w + 64 * at.warp + 8 * (at.lane >> 2) : 256 * w + 16 * at.warp + (at.lane >> 2);
+  if constexpr (kFp8) {
+    // Element i of tile t is dim 256 w + VtDim(t, M row): the thread's 8 elements of a q row
+    // (tiles 0-3 x (i >> 1) & 1) are its 8 consecutive dims d0 .. d0 + 7, stored at once.
+    const int d0 = 256 * w + 64 * at.warp + 8 * (at.lane >> 2);
+#pragma unroll
+    for (int k = 0; k < 16; ++k) {
+      const int i0 = 4 * (k >> 1) + (k & 1), i1 = i0 + 2;  // the row's two halves
+      const int row = QRowOf(i0, at.quad);
+      if (row >= it.rows) continue;
+      const float scale = inv[k];
+      float v[8];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        v[2 * t] = o[t][i0] * scale;
+        v[2 * t + 1] = o[t][i1] * scale;
+      }
+      if (it.partial < 0 && p.o_fp32 == nullptr) {
+        *reinterpret_cast<uint4*>(p.o + FinalRow(p, it, row) * kDimV + d0) =
+            make_uint4(PackBf16x2(v[0], v[1]), PackBf16x2(v[2], v[3]), PackBf16x2(v[4], v[5]),
+                       PackBf16x2(v[6], v[7]));
+      } else {
+        // fp32 final O (CP ranks) or a partial.
+        float* dst = it.partial < 0 ? p.o_fp32 + FinalRow(p, it, row) * kDimV + d0
+                                    : p.partial_o + PartialRow(it, row) * kDimV + d0;
+        reinterpret_cast<float4*>(dst)[0] = make_float4(v[0], v[1], v[2], v[3]);
+        reinterpret_cast<float4*>(dst)[1] = make_float4(v[4], v[5], v[6], v[7]);
+      }
+    }
+    return nblk;
+  }
+  // bf16: element i of tile t is dim d0 + 64 t + 8 ((i >> 1) & 1).
+  const int d0 = 256 * w + 16 * at.warp + (at.lane >> 2);
 #pragma unroll
   for (int i = 0; i < 32; ++i) {
     const int row = QRowOf(i, at.quad);
     if (row >= it.rows) continue;
     const float scale = inv[2 * (i >> 2) + (i & 1)];
-    const int d = d0 + kHalfStep * ((i >> 1) & 1);
+    const int d = d0 + 8 * ((i >> 1) & 1);
     if (it.partial < 0 && p.o_fp32 != nullptr) {  // fp32 final O (CP ranks)
       float* dst = p.o_fp32 + FinalRow(p, it, row) * kDimV + d;
 #pragma unroll
-      for (int t = 0; t < 4; ++t) dst[kDimStep * t] = o[t][i] * scale;
+      for (int t = 0; t < 4; ++t) dst[64 * t] = o[t][i] * scale;
     } else if (it.partial < 0) {
       uint16_t* dst = p.o + FinalRow(p, it, row) * kDimV + d;
 #pragma unroll
       for (int t = 0; t < 4; ++t) {
-        dst[kDimStep * t] = static_cast<uint16_t>(PackBf16x2(o[t][i] * scale, 0.0f) & 0xffffu);
+        dst[64 * t] = static_cast<uint16_t>(PackBf16x2(o[t][i] * scale, 0.0f) & 0xffffu);
       }
     } else {
       float* dst = p.partial_o + PartialRow(it, row) * kDimV + d;
 #pragma unroll
-      for (int t = 0; t < 4; ++t) dst[kDimStep * t] = o[t][i] * scale;
+      for (int t = 0; t < 4; ++t) dst[64 * t] = o[t][i] * scale;
     }
   }
   return nblk;

@@ -171,8 +171,17 @@ bool UseNarrow(const MlaDecodeParams& p) {
   return p.path == kMlaPathAuto && mla::CompactLayoutFits(p) && !UseCompact(p);
 }
 
-// Whether the 64-row sm90 kernel with f16 P V from registers runs the launch (asked for).
-bool UseF16Pv(const MlaDecodeParams& p) { return kMmaPath && p.path == kMlaPathWgmmaF16Pv; }
+// Whether the 64-row sm90 kernel with f16 P V from registers runs the launch: asked for, or
+// auto on fp8 64-row tiles of whole-page (TMA) kv blocks at one block an SM. (Pages of fewer
+// than 64 tokens, e.g. sparse, stay on the f16-tile kernel's cp.async build, measured faster
+// there: notes.md.)
+bool UseF16Pv(const MlaDecodeParams& p) {
+  if (!kMmaPath) return false;
+  if (p.path == kMlaPathWgmmaF16Pv) return true;
+  return p.path == kMlaPathAuto && p.dtype == kMlaFp8E4m3fn &&
+         p.page_size >= mla::SmemSm90::kTokens && p.block_threads != 512 && !UseCompact(p) &&
+         !UseNarrow(p);
+}
 
 // Whether another 64-row sm90 wgmma kernel runs the launch (MlaDecodePath), and which: the
 // f16-tile one (fp8, or bf16 when asked for) or the bf16 one.

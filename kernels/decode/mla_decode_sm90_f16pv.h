@@ -29,8 +29,10 @@
 //                softmax in registers (the reference max after the block before comes from its
 //                owner; it moves only past a slack, StepLazyRunningMax, so most blocks rescale
 //                nothing), P as f16 (bf16: into the slot's rope chunk, dead once S is done), the
-//                reference max (kRowM), the block's rescale factors (kPvAlpha[n % 2]) and
-//                whether any moved (kPvMoved[n % 2]) to shared memory;
+//                reference max (kRowM), the block's rescale factors (kPvAlpha[n % 4]) and
+//                whether any moved (kPvMoved[n % 4]) to shared memory (four buffers: a
+//                warp's writes for block n + 4 follow the named barrier of block n + 2, which
+//                every warp of the owner passes after its reads of block n);
 //   every block  (both consumers) O^T[the consumer's 256 dims] rescaled by the block's factors
 //                (when one moved) and O^T += V^T P^T: four dims tiles of 64 (chunks 4 w .. 4 w
 //                + 3 of the slot) x 4 k steps of 16 tokens, wgmma m64n64k16 with V^T from
@@ -280,7 +282,7 @@ __device__ __forceinline__ F16PvPlace PlaceOf(uint8_t* smem) {
 // The owner's softmax of block i (sequence number n, S retired in s): the mask, the online
 // softmax (running max m, row sums l of rows r0, r0 + 8), P as f16 into `p_tile` (bf16: the
 // slot's rope chunk, dead once S retired, tokens in order; kRaw: RawPTile, VtColumn order), the
-// row max into kRowM and the block's rescale factors into kPvAlpha[n % 2], then published
+// row max into kRowM and the block's rescale factors into kPvAlpha[n % 4], then published
 // (score_stats[n % 2]).
 template <bool kRaw>
 __device__ __forceinline__ void Softmax(const F16PvPlace& at, float (&s)[32], float (&m)[2],
@@ -297,7 +299,7 @@ __device__ __forceinline__ void Softmax(const F16PvPlace& at, float (&s)[32], fl
   StepLazyRunningMax(mx, m, l, m_use, alpha);
   // Whether any of the warp's rows moved its reference (RescaleO reads the four warps' words).
   const bool moved = __ballot64(alpha[0] != 1.0f || alpha[1] != 1.0f) != 0;
-  if (at.lane == 0) StoreShared32(at.base + L::kPvMoved + 4 * ((n & 1) * 4 + at.warp), moved);
+  if (at.lane == 0) StoreShared32(at.base + L::kPvMoved + 4 * ((n & 3) * 4 + at.warp), moved);
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
 #pragma unroll
@@ -319,7 +321,7 @@ __device__ __forceinline__ void Softmax(const F16PvPlace& at, float (&s)[32], fl
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       StoreSharedF32(at.base + L::kRowM + 4 * (at.r0 + 8 * h), m[h]);
-      StoreSharedF32(at.base + L::kPvAlpha + 4 * ((n & 1) * L::kRows + at.r0 + 8 * h), alpha[h]);
+      StoreSharedF32(at.base + L::kPvAlpha + 4 * ((n & 3) * L::kRows + at.r0 + 8 * h), alpha[h]);
     }
   }
   FenceProxyAsync();  // P is read by wgmma (ours and the other's)
@@ -330,9 +332,9 @@ __device__ __forceinline__ void Softmax(const F16PvPlace& at, float (&s)[32], fl
 // its reference max (the owner's four warp words; the usual case past an item's first blocks,
 // StepLazyRunningMax).
 __device__ __forceinline__ void RescaleO(const F16PvPlace& at, float (&o)[4][32], uint32_t n) {
-  const uint4 moved = LoadShared128(at.base + L::kPvMoved + 16 * (n & 1));
+  const uint4 moved = LoadShared128(at.base + L::kPvMoved + 16 * (n & 3));
   if ((moved.x | moved.y | moved.z | moved.w) == 0) return;
-  const uint32_t alpha = at.base + L::kPvAlpha + 4 * (n & 1) * L::kRows;
+  const uint32_t alpha = at.base + L::kPvAlpha + 4 * (n & 3) * L::kRows;
   float f[16];
 #pragma unroll
   for (int k = 0; k < 16; ++k) {
@@ -413,7 +415,7 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
         for (int h = 0; h < 2; ++h) {
           const int row = at.r0 + 8 * h;
           m[h] = LoadSharedF32(at.base + L::kRowM + 4 * row);
-          l[h] *= LoadSharedF32(at.base + L::kPvAlpha + 4 * ((n & 1) * L::kRows + row));
+          l[h] *= LoadSharedF32(at.base + L::kPvAlpha + 4 * ((n & 3) * L::kRows + row));
         }
 #pragma unroll
         for (int c = 0; c < 4; ++c) MbarWait(at.bars.Full(slot, 4 * w + c), parity_of(n));

@@ -50,9 +50,9 @@ struct SmemSm90 {
   static constexpr int kRowM = kKv + 2 * kTile;     // [64] running max (base 2) after a block
   static constexpr int kRowAlpha = kRowM + 64 * 4;  // [64] that block's rescale factor
   static constexpr int kRowL = kRowAlpha + 64 * 4;  // [item % 2][consumer][64] row sums
-  static constexpr int kPvAlpha = kRowL + 2 * 2 * 64 * 4;        // [block % 2][64] rescale factors
-  static constexpr int kPvMoved = kPvAlpha + 2 * 64 * 4;         // [block % 2][warp]: any moved
-  static constexpr int kBars = kPvMoved + 2 * 4 * 4;             // mbarriers, 8 bytes each:
+  static constexpr int kPvAlpha = kRowL + 2 * 2 * 64 * 4;        // [block % 4][64] rescale factors
+  static constexpr int kPvMoved = kPvAlpha + 4 * 64 * 4;         // [block % 4][warp]: any moved
+  static constexpr int kBars = kPvMoved + 4 * 4 * 4;             // mbarriers, 8 bytes each:
   static constexpr int kRingSlots = 4;                           // the most a ring has (KvRing)
   static constexpr int kFull = 0;                                //   [4 slots][9 chunks]
   static constexpr int kLanded = kFull + kRingSlots * kChunks;   //   [4 slots][9 chunks]

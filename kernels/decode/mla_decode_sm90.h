@@ -36,6 +36,7 @@
 #include "kernels/decode/mla_decode_sm90_probe.h"
 #include "kernels/decode/mla_decode_sm90_producer.h"
 #include "kernels/decode/sm90_primitives.h"
+#include "kernels/decode/sm90_softmax.h"
 
 namespace mlaps {
 namespace mla {

@@ -33,6 +33,7 @@
 #include "kernels/decode/mla_decode.h"
 #include "kernels/decode/mla_decode_device.h"
 #include "kernels/decode/sm90_primitives.h"
+#include "kernels/decode/sm90_softmax.h"
 
 namespace mlaps {
 namespace mla {

@@ -60,6 +60,7 @@
 #include "kernels/decode/mla_decode_sm90_producer.h"
 #include "kernels/decode/mla_decode_sm90_raw.h"
 #include "kernels/decode/sm90_primitives.h"
+#include "kernels/decode/sm90_softmax.h"
 
 namespace mlaps {
 namespace mla {
@@ -130,13 +131,13 @@ __device__ __forceinline__ void IssueBf16Scores(const Sm90Bars& bars, uint32_t b
 // fp8: S = Q K^T of the raw block at `rows` (ring slot `slot`, phase parity `parity`), complete
 // on return: per chunk, in the slot's production order and waiting for each, two QGMMA k steps
 // (m64n64k32) into an accumulator of its own, added to s in fp32 (the H200 sums an e4m3 wgmma's
-// products with fewer than fp32's bits; 64-dim parts meet the gates: notes.md, session 8).
+// products with fewer than fp32's bits; 64-dim parts meet the gates: notes.md, session 8). One
+// chunk a trip, not unrolled: unrolled, the descriptors of all nine stayed live and spilled.
 __device__ __forceinline__ void RawScores(const Sm90Bars& bars, uint32_t base, uint32_t rows,
                                           int slot, uint32_t parity, float (&s)[32]) {
   float part[32];
 #pragma unroll
   for (int e = 0; e < 32; ++e) s[e] = 0.0f;
-    // One chunk a trip, not unrolled: the descriptors of all nine would stay live (and spill).
 #pragma unroll 1
   for (int pos = 0; pos < L::kChunks; ++pos) {
     const int c = ChunkAt(slot, pos);
@@ -155,15 +156,14 @@ __device__ __forceinline__ void RawScores(const Sm90Bars& bars, uint32_t base, u
   }
 }
 
-// O^T[dims 256 w ..] += V^T P^T for the block in the slot at `kv`. Tile m (dims chunk 4 w + m)
-// takes four A fragments of V^T (16 dims a warp x 16 tokens a k step), loaded by ldmatrix
-// .trans from the chunk's token rows (lane: matrix j = lane / 8 holds dims + 8 (j & 1) and
-// tokens + 8 (j >> 1); its row lane % 8 is a token) and widened to f16 when the tiles are bf16
-// (kWidenV); P^T is the rope chunk, K-major. The tiles
-// are committed one by one, their A registers double-buffered: the tile before last retires
-// before its registers take the next tile's fragments. Every tile has retired when it returns.
-template <bool kWidenV>
-__device__ __forceinline__ void PvT(uint32_t kv, int w, int wtid, float (&o)[4][32]) {
+// bf16: O^T[dims 256 w ..] += V^T P^T for the block in the slot at `kv`. Tile m (dims chunk
+// 4 w + m) takes four A fragments of V^T (16 dims a warp x 16 tokens a k step), loaded by
+// ldmatrix .trans from the chunk's token rows (lane: matrix j = lane / 8 holds dims + 8 (j & 1)
+// and tokens + 8 (j >> 1); its row lane % 8 is a token) and widened from bf16 to f16; P^T is
+// the rope chunk, K-major. The tiles are committed one by one, their A registers
+// double-buffered: the tile before last retires before its registers take the next tile's
+// fragments. Every tile has retired when it returns.
+__device__ __forceinline__ void Bf16PvT(uint32_t kv, int w, int wtid, float (&o)[4][32]) {
   const int warp = wtid >> 5, lane = wtid & 31;
   const int tok = 8 * (lane >> 4) + (lane & 7);
   const int unit = 2 * warp + ((lane >> 3) & 1);
@@ -177,10 +177,8 @@ __device__ __forceinline__ void PvT(uint32_t kv, int w, int wtid, float (&o)[4][
     for (int kk = 0; kk < 4; ++kk) {
       const int t = 16 * kk + tok;
       LdMatrixX4TransShared(a[m & 1][kk], v0 + m * L::kChunk + t * 128 + ((unit ^ (t & 7)) << 4));
-      if (kWidenV) {
 #pragma unroll
-        for (int r = 0; r < 4; ++r) a[m & 1][kk][r] = Bf16x2ToF16x2(a[m & 1][kk][r]);
-      }
+      for (int r = 0; r < 4; ++r) a[m & 1][kk][r] = Bf16x2ToF16x2(a[m & 1][kk][r]);
     }
     WgmmaFence();
 #pragma unroll
@@ -408,7 +406,7 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
       NamedBarrierSync(2 + w, kSm90WgThreads);  // all of P and the factors written
     } else {
       // The other's statistics of n, and our half of V (the owner waited for it; our own wait
-      // orders our ldmatrix reads).
+      // orders our reads of it).
       auto take_stats = [&] {
         MbarWait(at.bars.ScoreStats(n), (n >> 1) & 1);
 #pragma unroll
@@ -442,7 +440,7 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
     if constexpr (kFp8) {
       RawPvT(RawRows(at.base, slot), p_tile, w, at.wtid, o);
     } else {
-      PvT<true>(at.base + L::kKv + slot * L::kTile, w, at.wtid, o);
+      Bf16PvT(at.base + L::kKv + slot * L::kTile, w, at.wtid, o);
     }
     MbarArrive(at.bars.Empty(slot, w));
   }

@@ -1,0 +1,99 @@
+// The online-softmax steps the sm90 decode kernels share (mla_decode_sm90.h,
+// mla_decode_sm90_bf16.h, mla_decode_sm90_f16pv.h) on the wgmma fp32 accumulator layout: row
+// rescales, the block's mask, scale and row max, and the running max's step (exact, or with a lazy
+// reference). NVIDIA device pass and the CPU emulation (tests/kernels/emu), like sm90_primitives.h.
+#ifndef MLAPS_KERNELS_DECODE_SM90_SOFTMAX_H_
+#define MLAPS_KERNELS_DECODE_SM90_SOFTMAX_H_
+
+#include "kernels/decode/mla_decode_device.h"
+#include "kernels/decode/sm90_primitives.h"
+
+#if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
+
+namespace mlaps {
+namespace mla {
+
+// Accumulator layout (wgmma m64nN, fp32): thread t of a warpgroup holds rows
+// r0 = 16 (t / 32) + (t % 32) / 4 and r0 + 8; element 4 j + 2 h + e is row r0 + 8 h,
+// column 8 j + 2 (t % 4) + e. ScaleRows multiplies row r0 by a0 and r0 + 8 by a1 in a
+// 64 x 256 accumulator (half of O).
+__device__ __forceinline__ void ScaleRows(float (&o)[128], float a0, float a1) {
+#pragma unroll
+  for (int e = 0; e < 128; ++e) o[e] *= (e & 2) ? a1 : a0;
+}
+
+// ScaleRows unless no row of the warp moved its max (every factor exactly 1: the usual case
+// once the running max settled), which saves the warp 128 multiplies; exact either way.
+__device__ __forceinline__ void ScaleRowsIfMoved(float (&o)[128], float a0, float a1) {
+  if (__ballot64(a0 != 1.0f || a1 != 1.0f) != 0) ScaleRows(o, a0, a1);
+}
+
+// One block's S in that layout (kE = N / 2 elements a thread, N tokens): scaled to base 2 and
+// masked (rows r0 + 8 h see the block's tokens [0, lim[h]), the others become -inf), and each
+// row's max over the thread's elements into mx[h]. The mask is skipped when every row of the
+// warp sees the whole block (all but an item's last blocks).
+template <int kE>
+__device__ __forceinline__ void MaskScaleRowMax(float (&s)[kE], const int (&lim)[2], int quad,
+                                                float scale_log2, float (&mx)[2]) {
+  mx[0] = mx[1] = NegInf();
+  if (__ballot64(lim[0] < 2 * kE || lim[1] < 2 * kE) == 0) {
+#pragma unroll
+    for (int e = 0; e < kE; ++e) {
+      s[e] *= scale_log2;
+      mx[(e >> 1) & 1] = MaxF(mx[(e >> 1) & 1], s[e]);
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < kE; ++e) {
+      const int h = (e >> 1) & 1;
+      s[e] = 8 * (e >> 2) + 2 * quad + (e & 1) < lim[h] ? s[e] * scale_log2 : NegInf();
+      mx[h] = MaxF(mx[h], s[e]);
+    }
+  }
+}
+
+// The online softmax's step of the running max m[h] (base 2) of rows r0 + 8 h by the block's
+// row max (mx: the thread's part, reduced over the quad here): the max to exponentiate
+// against (m_use: 0 for a row that saw nothing yet, so that masked scores give P = 0, not
+// NaN), the rescale factor of what came before (alpha) and the row sums l scaled by it.
+__device__ __forceinline__ void StepRunningMax(const float (&mx)[2], float (&m)[2], float (&l)[2],
+                                               float (&m_use)[2], float (&alpha)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float m_new = MaxF(m[h], QuadMax(mx[h]));
+    m_use[h] = m_new == NegInf() ? 0.0f : m_new;
+    alpha[h] = exp2f(m[h] - m_use[h]);
+    m[h] = m_new;
+    l[h] *= alpha[h];
+  }
+}
+
+// How far (base 2) a block's row max may exceed the reference max before it moves
+// (StepLazyRunningMax): P <= 2^8, exact in f16 P's 11 bits like any P <= 1.
+constexpr float kLazyMaxSlack = 8.0f;
+
+// StepRunningMax with a lazy reference: m[h] moves only when the block's row max exceeds it by
+// more than kLazyMaxSlack, so that past the first blocks of an item almost no block rescales
+// what came before (alpha 1; FlashAttention-4's conditional rescaling). Exact: P and the row
+// sums share the reference, and O = sum P V / sum P and LSE = m + ln(l) do not depend on it.
+__device__ __forceinline__ void StepLazyRunningMax(const float (&mx)[2], float (&m)[2],
+                                                   float (&l)[2], float (&m_use)[2],
+                                                   float (&alpha)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float bmax = QuadMax(mx[h]);
+    const bool move = bmax > m[h] + kLazyMaxSlack;  // from -inf: any finite block max moves it
+    const float m_new = move ? bmax : m[h];
+    m_use[h] = m_new == NegInf() ? 0.0f : m_new;
+    alpha[h] = move ? exp2f(m[h] - m_use[h]) : 1.0f;
+    m[h] = m_new;
+    l[h] *= alpha[h];
+  }
+}
+
+}  // namespace mla
+}  // namespace mlaps
+
+#endif  // __CUDA_ARCH__ || MLAPS_HOST_EMULATION
+
+#endif  // MLAPS_KERNELS_DECODE_SM90_SOFTMAX_H_

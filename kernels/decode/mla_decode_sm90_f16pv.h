@@ -84,21 +84,14 @@ using L = SmemSm90;
 //   QRowOf(i, quad), the same in every tile.
 __device__ __forceinline__ int QRowOf(int i, int quad) { return 8 * (i >> 2) + 2 * quad + (i & 1); }
 
-// fp8: the ring of raw blocks (block n in slot n % 4, its owner n % 2 as with bf16) and where a
-// slot's rows lie.
+// fp8: the ring of raw blocks (block n in slot n % 4, its owner n % 2 as with bf16; RawRows).
 using RawRing = KvRing<true>;
-__device__ __forceinline__ uint32_t RawRows(uint32_t base, int slot) {
-  return base + L::kKv + RawRing::TileOf(slot) + RawRing::RowsAt<true>(slot);
-}
 // fp8: P^T of block n (64 q rows of 64 f16 tokens in VtColumn order, K-major, 128-byte swizzled)
 // in the Q region's free halves (the raw Q tile holds each chunk's first 4 KB): q rows 8 g ..
-// 8 g + 7 at byte 4096 + 1024 (n % 2) of chunk g.
+// 8 g + 7 at byte 4096 + 1024 (n % 2) of chunk g (RawPAt).
 static_assert(kRawQAt + L::kRows * 64 <= L::kChunk / 2, "the raw Q tile leaves each chunk's half");
 __device__ __forceinline__ uint32_t RawPTile(uint32_t base, uint32_t n) {
   return base + L::kQ + L::kChunk / 2 + 1024 * (n & 1);
-}
-__device__ __forceinline__ uint32_t RawPAt(uint32_t p_tile, int row, int column) {
-  return PAt(p_tile + (row >> 3) * L::kChunk, row & 7, column);
 }
 
 // ---- Tile math -------------------------------------------------------------------------------

@@ -123,9 +123,6 @@ constexpr int kRawSParts = L::kChunks;
 __device__ __forceinline__ uint32_t RawPTile(uint32_t base, uint32_t n, int w) {
   return base + L::kQ + (4 * w + 2 * (n & 1)) * L::kChunk + 1024;
 }
-__device__ __forceinline__ uint32_t RawPAt(uint32_t p_tile, int row, int token) {
-  return PAt(p_tile + (row >> 3) * L::kChunk, row & 7, token);
-}
 
 // fp8 P V (register A): the wgmma row (M index) r of dims tile m of consumer w's O^T is dim
 // 256 w + VtDim(m, r), and P^T's K columns are the tokens in VtColumn order
@@ -388,7 +385,7 @@ __device__ __forceinline__ void RunRawBlock(int w, RawState& st, const Sm90Bars&
   const int warp = wtid >> 5, lane = wtid & 31, quad = lane & 3;
   using Ring = KvRing<true>;
   const int slot = Ring::SlotOf(n);
-  const uint32_t rows = base + L::kKv + Ring::TileOf(slot) + Ring::RowsAt<true>(slot);
+  const uint32_t rows = RawRows(base, slot);
   const uint32_t upper = rows + 4 * L::kChunk;  // dims 256-511
   IssueRawScores(bars, base, rows, slot, Ring::ParityOf(n), st.s);
   WgmmaWait<0>();

@@ -21,6 +21,19 @@ constexpr uint32_t kRawAtom = 8 * 64;
 
 #if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
 
+// Where the raw rows of ring slot `slot` (KvRing<true>: four slots of half a tile) lie.
+__device__ __forceinline__ uint32_t RawRows(uint32_t base, int slot) {
+  using Ring = KvRing<true>;
+  return base + SmemSm90::kKv + Ring::TileOf(slot) + Ring::RowsAt<true>(slot);
+}
+
+// Element (q row, K column) of a P^T tile whose 8-row groups (1 KB each, 128-byte swizzled like
+// PAt's) lie a chunk apart from `p_tile` on: the B operand of the P V on register A, placed in
+// the Q region's bytes that the raw Q tile leaves free (each kernel's RawPTile).
+__device__ __forceinline__ uint32_t RawPAt(uint32_t p_tile, int row, int column) {
+  return PAt(p_tile + (row >> 3) * SmemSm90::kChunk, row & 7, column);
+}
+
 // P V on register A: the wgmma row (M index) r of dims tile m of a consumer's 256 dims is its
 // dim VtDim(m, r); the K column c (0..15) of k step kk is token 16 kk + (c / 2) % 4 + 4 (c %
 // 2) + 8 (c / 8) of the block. A thread (warp wp, lane l) holds rows 16 wp + l / 4 (+ 8) and

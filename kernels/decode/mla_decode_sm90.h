@@ -143,7 +143,7 @@ struct ConsumerSteps {
       lim[h] = d < 0 ? 0 : d > L::kTokens ? L::kTokens : d;
     }
     float mx[2], m_use[2], alpha[2];
-    MaskScaleRowMax(st.s, lim, quad, scale_log2, mx);
+    MaskRowMax(st.s, lim, quad, scale_log2, mx);
     StepRunningMax(mx, st.m, st.l, m_use, alpha);
     // P (fp32 -> f16) into the slot's rope chunk (dead once S is done), K-major and swizzled
     // like a Q chunk: token 8 j + 2 quad of row r is unit j ^ (r % 8), byte 4 quad.
@@ -152,8 +152,8 @@ struct ConsumerSteps {
     for (int j = 0; j < 8; ++j) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const float p0 = exp2f(st.s[4 * j + 2 * h] - m_use[h]);
-        const float p1 = exp2f(st.s[4 * j + 2 * h + 1] - m_use[h]);
+        const float p0 = BlockP(st.s[4 * j + 2 * h], scale_log2, m_use[h]);
+        const float p1 = BlockP(st.s[4 * j + 2 * h + 1], scale_log2, m_use[h]);
         st.l[h] += p0 + p1;
         const int row = r0 + 8 * h;
         StoreShared32(p_tile + row * 128 + ((j ^ (row & 7)) << 4) + 4 * quad, PackF16x2(p0, p1));

@@ -246,7 +246,7 @@ __device__ inline void RunItemSm90(const MlaDecodeParams& p, const Item& it, uin
         lim[h] = d < 0 ? 0 : d > L::kTokens ? L::kTokens : static_cast<int>(d);
       }
       float mx[2], m_use[2], alpha[2];
-      MaskScaleRowMax(s, lim, quad, scale_log2, mx);
+      MaskRowMax(s, lim, quad, scale_log2, mx);
       StepRunningMax(mx, m, l, m_use, alpha);
       ScaleRowsIfMoved(o, alpha[0], alpha[1]);
 
@@ -262,8 +262,8 @@ __device__ inline void RunItemSm90(const MlaDecodeParams& p, const Item& it, uin
       for (int jj = 0; jj < 4; ++jj) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const float p0 = exp2f(s[4 * jj + 2 * h] - m_use[h]);
-          const float p1 = exp2f(s[4 * jj + 2 * h + 1] - m_use[h]);
+          const float p0 = BlockP(s[4 * jj + 2 * h], scale_log2, m_use[h]);
+          const float p1 = BlockP(s[4 * jj + 2 * h + 1], scale_log2, m_use[h]);
           l[h] += p0 + p1;
           const uint32_t hi = PackBf16x2(p0, p1);
           const uint32_t lo =

@@ -19,7 +19,7 @@
 // slots (KvRing<true>: the producer runs three blocks ahead), and S runs on QGMMA (m64n64k32),
 // a chunk (64 dims) an accumulator added in fp32 (the H200 sums an e4m3 wgmma's products with
 // fewer than fp32's bits: notes.md, session 8). P^T lies in the Q region's free halves
-// (RawPTile) in the K order of the widened V^T (VtColumn), whose M rows are the dims in VtDim
+// (RawPTile), the B operand of the widened V^T, whose M rows are the dims in VtDim
 // order (the epilogue stores them back in place).
 //
 // Roles (three warpgroups; kv block n of the block's walk belongs to consumer n % 2 and sits in
@@ -86,7 +86,7 @@ __device__ __forceinline__ int QRowOf(int i, int quad) { return 8 * (i >> 2) + 2
 
 // fp8: the ring of raw blocks (block n in slot n % 4, its owner n % 2 as with bf16; RawRows).
 using RawRing = KvRing<true>;
-// fp8: P^T of block n (64 q rows of 64 f16 tokens in VtColumn order, K-major, 128-byte swizzled)
+// fp8: P^T of block n (64 q rows of 64 f16 tokens, K-major, 128-byte swizzled)
 // in the Q region's free halves (the raw Q tile holds each chunk's first 4 KB): q rows 8 g ..
 // 8 g + 7 at byte 4096 + 1024 (n % 2) of chunk g (RawPAt).
 static_assert(kRawQAt + L::kRows * 64 <= L::kChunk / 2, "the raw Q tile leaves each chunk's half");
@@ -105,11 +105,17 @@ __device__ __forceinline__ void IssueBf16Scores(const Sm90Bars& bars, uint32_t b
 #pragma unroll
   for (int e = 0; e < 32; ++e) s[e] = 0.0f;
   PinAccumulators(s);
+  bool landed = true;  // all nine chunks (as in RawScores): then no wait between the wgmmas
+#pragma unroll
+  for (int c = 0; c < L::kChunks; ++c) {
+    landed = MbarTest(bars.Full(slot, c), (n >> 1) & 1) && landed;
+  }
+  landed = WarpUniform(landed);
   WgmmaFence();
 #pragma unroll 1
   for (int pos = 0; pos < L::kChunks; ++pos) {
     const int c = ChunkAt(slot, pos);
-    MbarWait(bars.Full(slot, c), (n >> 1) & 1);
+    if (!landed) MbarWait(bars.Full(slot, c), (n >> 1) & 1);
     const uint64_t a0 = MatrixDesc(base + L::kQ + c * L::kChunk, 16, 1024, kSwizzle128B);
     const uint64_t b0 = MatrixDesc(kv + c * L::kChunk, 16, 1024, kSwizzle128B);
 #pragma unroll
@@ -122,19 +128,26 @@ __device__ __forceinline__ void IssueBf16Scores(const Sm90Bars& bars, uint32_t b
 }
 
 // fp8: S = Q K^T of the raw block at `rows` (ring slot `slot`, phase parity `parity`), complete
-// on return: per chunk, in the slot's production order and waiting for each, two QGMMA k steps
-// (m64n64k32) into an accumulator of its own, added to s in fp32 (the H200 sums an e4m3 wgmma's
-// products with fewer than fp32's bits; 64-dim parts meet the gates: notes.md, session 8). One
-// chunk a trip, not unrolled: unrolled, the descriptors of all nine stayed live and spilled.
+// on return: per chunk, in the slot's production order, two QGMMA k steps (m64n64k32) into an
+// accumulator of its own, added to s in fp32 (the H200 sums an e4m3 wgmma's products with fewer
+// than fp32's bits; 64-dim parts meet the gates: notes.md, session 8). The nine chunks' barriers
+// are tested at once (the producer runs blocks ahead: they have usually landed), not waited for
+// one round trip after another; a chunk is waited for only when they had not. One chunk a trip,
+// not unrolled: unrolled, the descriptors of all nine stayed live and spilled. (Two token halves
+// in flight, one added while the other runs, were 16% slower: notes.md, session 20.)
 __device__ __forceinline__ void RawScores(const Sm90Bars& bars, uint32_t base, uint32_t rows,
                                           int slot, uint32_t parity, float (&s)[32]) {
+  bool landed = true;
+#pragma unroll
+  for (int c = 0; c < L::kChunks; ++c) landed = MbarTest(bars.Full(slot, c), parity) && landed;
+  landed = WarpUniform(landed);
   float part[32];
 #pragma unroll
   for (int e = 0; e < 32; ++e) s[e] = 0.0f;
 #pragma unroll 1
   for (int pos = 0; pos < L::kChunks; ++pos) {
     const int c = ChunkAt(slot, pos);
-    MbarWait(bars.Full(slot, c), parity);
+    if (!landed) MbarWait(bars.Full(slot, c), parity);
     const uint64_t a =
         MatrixDesc(base + L::kQ + c * L::kChunk + kRawQAt, 16, kRawAtom, kSwizzle64B);
     const uint64_t b = MatrixDesc(rows + c * L::kChunk, 16, kRawAtom, kSwizzle64B);
@@ -187,16 +200,22 @@ __device__ __forceinline__ void Bf16PvT(uint32_t kv, int w, int wtid, float (&o)
 
 // fp8: O^T[dims 256 w ..] += V^T P^T for the raw block at `rows`, k step by k step: the A
 // fragments of the four dims tiles (M rows in VtDim order) widened from the raw rows of chunks
-// 4 w .. 4 w + 3 (WidenVtStep; two buffers, so a step widens while the one before runs), P^T
-// from `p_tile` (K columns in VtColumn order). Every P V has retired when it returns.
+// 4 w .. 4 w + 3 (two buffers, so a step widens while the one before runs; the next step's
+// bytes are loaded before this step's wgmmas issue, their latency behind them: 4% faster at fp8
+// (64,2) though ptxas then spills 76 bytes, notes.md, session 20), P^T from `p_tile`. Every P V
+// has retired when it returns.
 __device__ __forceinline__ void RawPvT(uint32_t rows, uint32_t p_tile, int w, int wtid,
                                        float (&o)[4][32]) {
   const uint64_t p0 = MatrixDesc(p_tile, 16, L::kChunk, kSwizzle128B);
+  const uint32_t half_rows = rows + 4 * w * L::kChunk;
   uint32_t a[2][4][4];
+  uint2 raw[4];
+  LoadVtStep(half_rows, 0, wtid, raw);
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
     if (kk >= 2) WgmmaWait<1>();  // the P V of k step kk - 2 retired: its A buffer is free
-    WidenVtStep(rows + 4 * w * L::kChunk, kk, wtid, a[kk & 1]);
+    WidenVtRows(raw, a[kk & 1]);
+    if (kk < 3) LoadVtStep(half_rows, kk + 1, wtid, raw);
 #pragma unroll
     for (int m = 0; m < 4; ++m) PinAccumulators(o[m]);
     WgmmaFence();
@@ -272,7 +291,7 @@ __device__ __forceinline__ F16PvPlace PlaceOf(uint8_t* smem) {
 
 // The owner's softmax of block i (sequence number n, S retired in s): the mask, the online
 // softmax (running max m, row sums l of rows r0, r0 + 8), P as f16 into `p_tile` (bf16: the
-// slot's rope chunk, dead once S retired, tokens in order; kRaw: RawPTile, VtColumn order), the
+// slot's rope chunk, dead once S retired; kRaw: RawPTile; tokens in order), the
 // row max into kRowM and the block's rescale factors into kPvAlpha[n % 4], then published
 // (score_stats[n % 2]).
 template <bool kRaw>
@@ -286,7 +305,7 @@ __device__ __forceinline__ void Softmax(const F16PvPlace& at, float (&s)[32], fl
     lim[h] = d < 0 ? 0 : d > L::kTokens ? L::kTokens : d;
   }
   float mx[2], m_use[2], alpha[2];
-  MaskScaleRowMax(s, lim, at.quad, scale_log2, mx);
+  MaskRowMax(s, lim, at.quad, scale_log2, mx);
   StepLazyRunningMax(mx, m, l, m_use, alpha);
   // Whether any of the warp's rows moved its reference (RescaleO reads the four warps' words).
   const bool moved = __ballot64(alpha[0] != 1.0f || alpha[1] != 1.0f) != 0;
@@ -295,14 +314,12 @@ __device__ __forceinline__ void Softmax(const F16PvPlace& at, float (&s)[32], fl
   for (int j = 0; j < 8; ++j) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const float p0 = exp2f(s[4 * j + 2 * h] - m_use[h]);
-      const float p1 = exp2f(s[4 * j + 2 * h + 1] - m_use[h]);
+      const float p0 = BlockP(s[4 * j + 2 * h], scale_log2, m_use[h]);
+      const float p1 = BlockP(s[4 * j + 2 * h + 1], scale_log2, m_use[h]);
       l[h] += p0 + p1;
       const int row = at.r0 + 8 * h, t = 8 * j + 2 * at.quad;
-      if (kRaw) {  // tokens t, t + 1 are two K columns apart
-        const uint32_t two = PackF16x2(p0, p1);
-        StoreShared16(RawPAt(p_tile, row, VtColumn(t)), static_cast<uint16_t>(two & 0xffffu));
-        StoreShared16(RawPAt(p_tile, row, VtColumn(t + 1)), static_cast<uint16_t>(two >> 16));
+      if (kRaw) {
+        StoreShared32(RawPAt(p_tile, row, t), PackF16x2(p0, p1));
       } else {
         StoreShared32(PAt(p_tile, row, t), PackF16x2(p0, p1));
       }
@@ -408,8 +425,16 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
           m[h] = LoadSharedF32(at.base + L::kRowM + 4 * row);
           l[h] *= LoadSharedF32(at.base + L::kPvAlpha + 4 * ((n & 3) * L::kRows + row));
         }
+        // (Landed: the owner's S read them. Tested at once, waited for only if one had not.)
+        bool landed = true;
 #pragma unroll
-        for (int c = 0; c < 4; ++c) MbarWait(at.bars.Full(slot, 4 * w + c), parity_of(n));
+        for (int c = 0; c < 4; ++c) {
+          landed = MbarTest(at.bars.Full(slot, 4 * w + c), parity_of(n)) && landed;
+        }
+        if (!WarpUniform(landed)) {
+#pragma unroll
+          for (int c = 0; c < 4; ++c) MbarWait(at.bars.Full(slot, 4 * w + c), parity_of(n));
+        }
       };
       if (next_s) {
         // Our S of block n + 1 runs on the tensor cores during the other's softmax of n (bf16:

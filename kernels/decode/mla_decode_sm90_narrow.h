@@ -33,8 +33,8 @@
 //   O^T += V^T P^T with V^T as the register A operand (m64n16k16 f16), k step by k step: the
 //     consumer widens all 512 dims itself, 8 bytes of a token row a load, the bytes of two tokens
 //     paired by prmt and widened exactly by cvt.rn.f16x2.e4m3x2. So that a thread's 8 bytes are one
-//     load, the wgmma's M rows and K columns are permutations of the dims and tokens (VtDim,
-//     VtColumn): P^T is stored in the K order, and O^T rows land at their dims in the epilogue.
+//     load, the wgmma's M rows are a permutation of the dims (VtDim; K columns are the tokens in
+//     order): O^T rows land at their dims in the epilogue.
 //
 // kv blocks of 64 tokens that start 64-aligned inside one page (page size >= 64), are wholly
 // visible and have a valid page id land by TMA (the launch's TmaMap, TmaRowOf); the others by
@@ -61,6 +61,7 @@
 #include "kernels/decode/mla_decode_sm90_producer.h"
 #include "kernels/decode/mla_decode_sm90_raw.h"
 #include "kernels/decode/sm90_primitives.h"
+#include "kernels/decode/sm90_softmax.h"
 
 namespace mlaps {
 namespace mla {
@@ -125,8 +126,7 @@ __device__ __forceinline__ uint32_t RawPTile(uint32_t base, uint32_t n, int w) {
 }
 
 // fp8 P V (register A): the wgmma row (M index) r of dims tile m of consumer w's O^T is dim
-// 256 w + VtDim(m, r), and P^T's K columns are the tokens in VtColumn order
-// (mla_decode_sm90_raw.h).
+// 256 w + VtDim(m, r), and P^T's K columns are the tokens in order (mla_decode_sm90_raw.h).
 
 // ---- What a consumer carries through an item (registers) -------------------------------------
 
@@ -247,9 +247,10 @@ __device__ __forceinline__ void IssueHalfPv(int w, uint32_t kv, float (&o)[4][8]
 
 // The online softmax step of a block on the thread's 8 scores `sc` (S^T of tokens t0, t0 + 8 of
 // the block x its four q rows, unscaled): masked to each row's visible tokens (vend, block i),
-// scaled to base 2, the block's max of each q row over the warpgroup (the row group's lanes,
-// then the four warps through `red` and named barrier 2 + w), the running max m and the row
-// sums l moved on, alpha the factor of what came before; sc becomes P.
+// the block's max (base 2) of each q row over the warpgroup (the row group's lanes,
+// then the four warps through `red` and named barrier 2 + w), the running max m (a lazy
+// reference, as StepLazyRunningMax) and the row sums l moved on, alpha the factor of what came
+// before; sc becomes P.
 __device__ __forceinline__ void SoftmaxStep(float (&sc)[8], float (&m)[4], float (&l)[4],
                                             const int32_t (&vend)[4], int i, int w, uint32_t red,
                                             int wtid, float scale_log2, float (&alpha)[4]) {
@@ -267,12 +268,12 @@ __device__ __forceinline__ void SoftmaxStep(float (&sc)[8], float (&m)[4], float
 #pragma unroll
   for (int e = 0; e < 8; ++e) {
     const int k = KOf(e), t = t0 + 8 * ((e >> 1) & 1);
-    sc[e] = whole || t < lim[k] ? sc[e] * scale_log2 : NegInf();
-    mx[k] = MaxF(mx[k], sc[e]);
+    if (!whole && t >= lim[k]) sc[e] = NegInf();  // unscaled: BlockP scales
+    mx[k] = ScoreMax(mx[k], sc[e]);
   }
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
-    mx[k] = RowGroupMax(mx[k]);
+    mx[k] = RowGroupMax(mx[k]) * scale_log2;  // base 2 (scale_log2 > 0 commutes with the max)
     if (lane < 4) StoreSharedF32(red + 4 * (warp * kRows + ColOf(k, quad)), mx[k]);
   }
   NamedBarrierSync(2 + w, kSm90WgThreads);
@@ -282,18 +283,20 @@ __device__ __forceinline__ void SoftmaxStep(float (&sc)[8], float (&m)[4], float
     float bmax = mx[k];
 #pragma unroll
     for (int wp = 0; wp < 4; ++wp) {
-      bmax = MaxF(bmax, LoadSharedF32(red + 4 * (wp * kRows + ColOf(k, quad))));
+      bmax = ScoreMax(bmax, LoadSharedF32(red + 4 * (wp * kRows + ColOf(k, quad))));
     }
-    const float m_new = MaxF(m[k], bmax);
+    // The lazy reference (StepLazyRunningMax): moved only past the slack, P <= 2^8.
+    const bool move = bmax > m[k] + kLazyMaxSlack;  // from -inf: any finite block max moves it
+    const float m_new = move ? bmax : m[k];
     m_use[k] = m_new == NegInf() ? 0.0f : m_new;  // a row that saw nothing keeps P = 0
-    alpha[k] = exp2f(m[k] - m_use[k]);
+    alpha[k] = move ? Exp2Fast(m[k] - m_use[k]) : 1.0f;
     m[k] = m_new;
     l[k] *= alpha[k];
   }
 #pragma unroll
   for (int e = 0; e < 8; ++e) {
     const int k = KOf(e);
-    sc[e] = exp2f(sc[e] - m_use[k]);
+    sc[e] = BlockP(sc[e], scale_log2, m_use[k]);
     l[k] += sc[e];
   }
 }
@@ -405,8 +408,7 @@ __device__ __forceinline__ void RunRawBlock(int w, RawState& st, const Sm90Bars&
 #pragma unroll
   for (int e = 0; e < 8; ++e) {
     const int col = ColOf(KOf(e), quad), t = t0 + 8 * ((e >> 1) & 1);
-    StoreShared16(RawPAt(p_tile, col, VtColumn(t)),
-                  static_cast<uint16_t>(PackF16x2(sc[e], 0.0f) & 0xffffu));
+    StoreShared16(RawPAt(p_tile, col, t), static_cast<uint16_t>(PackF16x2(sc[e], 0.0f) & 0xffffu));
   }
   FenceProxyAsync();                        // P^T is read by wgmma
   NamedBarrierSync(2 + w, kSm90WgThreads);  // all of our P^T written

@@ -35,44 +35,54 @@ __device__ __forceinline__ uint32_t RawPAt(uint32_t p_tile, int row, int column)
 }
 
 // P V on register A: the wgmma row (M index) r of dims tile m of a consumer's 256 dims is its
-// dim VtDim(m, r); the K column c (0..15) of k step kk is token 16 kk + (c / 2) % 4 + 4 (c %
-// 2) + 8 (c / 8) of the block. A thread (warp wp, lane l) holds rows 16 wp + l / 4 (+ 8) and
-// columns 2 (l % 4) (+ 1, + 8, + 9): its dims of all four tiles are the 8 bytes at 64 wp + 8 (l /
-// 4) of a token row, and the four lanes of a row group read four consecutive token rows (256
-// bytes a load: no bank conflict). P^T is stored in this K order (VtColumn), and O^T rows land
+// dim VtDim(m, r); the K column c (0..15) of k step kk is token 16 kk + c of the block, so P^T
+// is stored in token order (a thread's two adjacent scores are one 32-bit store). A thread
+// (warp wp, lane l) holds rows 16 wp + l / 4 (+ 8) and columns 2 (l % 4) (+ 1, + 8, + 9): its
+// dims of all four tiles are the 8 bytes at 64 wp + 8 (l / 4) of a token row, and O^T rows land
 // at their dims in the epilogues.
 __device__ __forceinline__ int VtDim(int m, int r) {
   return 64 * (r >> 4) + 8 * (r & 7) + 2 * m + ((r >> 3) & 1);
 }
-// The K column of the block's token t (P^T's order).
-__device__ __forceinline__ int VtColumn(int t) {
-  return (t & ~15) + 2 * (t & 3) + ((t >> 2) & 1) + 8 * ((t >> 3) & 1);
-}
 
 // The register A operands of k step kk of the four dims tiles of 256 dims whose raw rows are
-// the four chunks from `half_rows` (VtDim / VtColumn order): the thread's 8 bytes of four token
-// rows, two rows' bytes paired (prmt) and widened exactly to f16 pairs (every e4m3 is an f16).
-__device__ __forceinline__ void WidenVtStep(uint32_t half_rows, int kk, int wtid,
-                                            uint32_t (&a)[4][4]) {
-  const int warp = wtid >> 5, g = (wtid & 31) >> 2, t = wtid & 3;
+// the four chunks from `half_rows` (VtDim order, K columns the step's tokens): the thread's 8
+// bytes of four token rows (LoadVtStep), two rows' bytes paired (prmt) and widened exactly to f16
+// pairs (every e4m3 is an f16; WidenVtRows). Apart, so that a caller can load a step's bytes
+// ahead. (A load's four lanes of a row group read token rows 2 q + e, q = l % 4, all of one
+// parity: one half of the banks, 256 bytes in four wavefronts where two would do. Lanes q >= 2
+// loading their odd row first would spread them, but the per-lane pairing selectors that undo
+// it cost ptxas registers: 84 bytes of spills in the f16 P V kernel, notes.md, session 20.)
+__device__ __forceinline__ void LoadVtStep(uint32_t half_rows, int kk, int wtid, uint2 (&rows)[4]) {
+  const int warp = wtid >> 5, g = (wtid & 31) >> 2, q = wtid & 3;
   const uint32_t chunk = half_rows + warp * SmemSm90::kChunk;
 #pragma unroll
   for (int f = 0; f < 2; ++f) {
-    uint2 rows[2];  // tokens 16 kk + t + 8 f (the even K column) and + 4 (the odd one)
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      const int token = 16 * kk + t + 4 * e + 8 * f;
-      rows[e] = LoadShared64(chunk + RawUnit(token, g >> 1) + 8 * (g & 1));
+      const int token = 16 * kk + 8 * f + 2 * q + e;  // K column 8 f + 2 q + e
+      rows[2 * f + e] = LoadShared64(chunk + RawUnit(token, g >> 1) + 8 * (g & 1));
     }
+  }
+}
+__device__ __forceinline__ void WidenVtRows(const uint2 (&rows)[4], uint32_t (&a)[4][4]) {
+#pragma unroll
+  for (int f = 0; f < 2; ++f) {
     // Bytes j of the two rows -> dim 8 g + j's pair: A register (j & 1) + 2 f of tile j / 2.
+    const uint2 r0 = rows[2 * f], r1 = rows[2 * f + 1];
     uint32_t pair[4];
-    pair[0] = PermuteBytes(rows[0].x, rows[1].x, 0x5140);
-    pair[1] = PermuteBytes(rows[0].x, rows[1].x, 0x7362);
-    pair[2] = PermuteBytes(rows[0].y, rows[1].y, 0x5140);
-    pair[3] = PermuteBytes(rows[0].y, rows[1].y, 0x7362);
+    pair[0] = PermuteBytes(r0.x, r1.x, 0x5140);
+    pair[1] = PermuteBytes(r0.x, r1.x, 0x7362);
+    pair[2] = PermuteBytes(r0.y, r1.y, 0x5140);
+    pair[3] = PermuteBytes(r0.y, r1.y, 0x7362);
 #pragma unroll
     for (int q = 0; q < 4; ++q) E4m3x4ToF16x2x2(pair[q], a[q][2 * f], a[q][2 * f + 1]);
   }
+}
+__device__ __forceinline__ void WidenVtStep(uint32_t half_rows, int kk, int wtid,
+                                            uint32_t (&a)[4][4]) {
+  uint2 rows[4];
+  LoadVtStep(half_rows, kk, wtid, rows);
+  WidenVtRows(rows, a);
 }
 
 #endif  // __CUDA_ARCH__ || MLAPS_HOST_EMULATION

@@ -56,6 +56,9 @@ __device__ __forceinline__ void MbarArrive(uint32_t bar) { mlaps_emu::MbarArrive
 __device__ __forceinline__ void MbarWait(uint32_t bar, uint32_t parity) {
   mlaps_emu::MbarWait(bar, parity);
 }
+__device__ __forceinline__ bool MbarTest(uint32_t bar, uint32_t parity) {
+  return mlaps_emu::MbarTest(bar, parity);
+}
 __device__ __forceinline__ void CpAsyncArrive(uint32_t bar) { mlaps_emu::CpAsyncArrive(bar); }
 __device__ __forceinline__ void MbarArriveExpectTx(uint32_t bar, uint32_t bytes) {
   mlaps_emu::MbarArriveExpectTx(bar, static_cast<int>(bytes));
@@ -247,6 +250,19 @@ __device__ __forceinline__ void MbarWait(uint32_t bar, uint32_t parity) {
       "@!done bra wait_%=;\n}\n" ::"r"(bar),
       "r"(parity)
       : "memory");
+}
+// Whether the barrier's phase with parity `parity` has completed, without waiting (acquire,
+// like a wait that returns). Several tests issue back to back, their latencies overlapping,
+// where waits one after another would each take a round trip.
+__device__ __forceinline__ bool MbarTest(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done != 0;
 }
 
 // Arrives on `bar` once all of this thread's earlier cp.async copies have landed (the

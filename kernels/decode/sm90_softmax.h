@@ -1,6 +1,6 @@
 // The online-softmax steps the sm90 decode kernels share (mla_decode_sm90.h,
 // mla_decode_sm90_bf16.h, mla_decode_sm90_f16pv.h) on the wgmma fp32 accumulator layout: row
-// rescales, the block's mask, scale and row max, and the running max's step (exact, or with a lazy
+// rescales, the block's mask and row max, P, and the running max's step (exact, or with a lazy
 // reference). NVIDIA device pass and the CPU emulation (tests/kernels/emu), like sm90_primitives.h.
 #ifndef MLAPS_KERNELS_DECODE_SM90_SOFTMAX_H_
 #define MLAPS_KERNELS_DECODE_SM90_SOFTMAX_H_
@@ -12,6 +12,25 @@
 
 namespace mlaps {
 namespace mla {
+
+// 2^x on the MUFU alone (ex2.approx.ftz.f32, relative error about 2^-22; a result below 2^-126
+// flushes to 0, far under an f16 or bf16 P's quantum relative to the row's reference), where
+// exp2f wraps it in a range fix-up of three more instructions. -inf gives 0, NaN stays NaN.
+__device__ __forceinline__ float Exp2Fast(float x) {
+#if defined(MLAPS_HOST_EMULATION)
+  const float y = exp2f(x);
+  return y < 1.17549435e-38f ? 0.0f : y;
+#else
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#endif
+}
+
+// The larger score in one instruction (fmaxf: a NaN operand loses). A NaN score still turns its
+// row's P, O and LSE into NaN (exp2 of NaN), so the inf / NaN class of the outputs is the same
+// as with a NaN-keeping max.
+__device__ __forceinline__ float ScoreMax(float a, float b) { return fmaxf(a, b); }
 
 // Accumulator layout (wgmma m64nN, fp32): thread t of a warpgroup holds rows
 // r0 = 16 (t / 32) + (t % 32) / 4 and r0 + 8; element 4 j + 2 h + e is row r0 + 8 h,
@@ -28,28 +47,35 @@ __device__ __forceinline__ void ScaleRowsIfMoved(float (&o)[128], float a0, floa
   if (__ballot64(a0 != 1.0f || a1 != 1.0f) != 0) ScaleRows(o, a0, a1);
 }
 
-// One block's S in that layout (kE = N / 2 elements a thread, N tokens): scaled to base 2 and
-// masked (rows r0 + 8 h see the block's tokens [0, lim[h]), the others become -inf), and each
-// row's max over the thread's elements into mx[h]. The mask is skipped when every row of the
-// warp sees the whole block (all but an item's last blocks).
+// One block's S in that layout (kE = N / 2 elements a thread, N tokens), unscaled: masked (rows
+// r0 + 8 h see the block's tokens [0, lim[h]), the others become -inf), and each row's max over
+// the thread's elements scaled to base 2 into mx[h] (scale_log2 > 0 commutes with the max). The
+// scores stay unscaled: BlockP scales each in the same instruction that subtracts the max. The
+// mask is skipped when every row of the warp sees the whole block (all but an item's last
+// blocks).
 template <int kE>
-__device__ __forceinline__ void MaskScaleRowMax(float (&s)[kE], const int (&lim)[2], int quad,
-                                                float scale_log2, float (&mx)[2]) {
+__device__ __forceinline__ void MaskRowMax(float (&s)[kE], const int (&lim)[2], int quad,
+                                           float scale_log2, float (&mx)[2]) {
   mx[0] = mx[1] = NegInf();
   if (__ballot64(lim[0] < 2 * kE || lim[1] < 2 * kE) == 0) {
 #pragma unroll
-    for (int e = 0; e < kE; ++e) {
-      s[e] *= scale_log2;
-      mx[(e >> 1) & 1] = MaxF(mx[(e >> 1) & 1], s[e]);
-    }
+    for (int e = 0; e < kE; ++e) mx[(e >> 1) & 1] = ScoreMax(mx[(e >> 1) & 1], s[e]);
   } else {
 #pragma unroll
     for (int e = 0; e < kE; ++e) {
       const int h = (e >> 1) & 1;
-      s[e] = 8 * (e >> 2) + 2 * quad + (e & 1) < lim[h] ? s[e] * scale_log2 : NegInf();
-      mx[h] = MaxF(mx[h], s[e]);
+      if (8 * (e >> 2) + 2 * quad + (e & 1) >= lim[h]) s[e] = NegInf();
+      mx[h] = ScoreMax(mx[h], s[e]);
     }
   }
+  mx[0] *= scale_log2;
+  mx[1] *= scale_log2;
+}
+
+// P of an unscaled score against the base-2 reference max: 2^(s scale_log2 - m_use), the scale
+// and the subtraction one fused multiply-add (a masked -inf gives 0).
+__device__ __forceinline__ float BlockP(float s, float scale_log2, float m_use) {
+  return Exp2Fast(fmaf(s, scale_log2, -m_use));
 }
 
 // The online softmax's step of the running max m[h] (base 2) of rows r0 + 8 h by the block's
@@ -62,7 +88,7 @@ __device__ __forceinline__ void StepRunningMax(const float (&mx)[2], float (&m)[
   for (int h = 0; h < 2; ++h) {
     const float m_new = MaxF(m[h], QuadMax(mx[h]));
     m_use[h] = m_new == NegInf() ? 0.0f : m_new;
-    alpha[h] = exp2f(m[h] - m_use[h]);
+    alpha[h] = Exp2Fast(m[h] - m_use[h]);
     m[h] = m_new;
     l[h] *= alpha[h];
   }
@@ -85,7 +111,7 @@ __device__ __forceinline__ void StepLazyRunningMax(const float (&mx)[2], float (
     const bool move = bmax > m[h] + kLazyMaxSlack;  // from -inf: any finite block max moves it
     const float m_new = move ? bmax : m[h];
     m_use[h] = m_new == NegInf() ? 0.0f : m_new;
-    alpha[h] = move ? exp2f(m[h] - m_use[h]) : 1.0f;
+    alpha[h] = move ? Exp2Fast(m[h] - m_use[h]) : 1.0f;
     m[h] = m_new;
     l[h] *= alpha[h];
   }

@@ -885,22 +885,31 @@ bool WaitSees(Mbarrier& m, uint32_t parity) {
   return true;
 }
 
+// Lands `bar`'s in-flight cp.async / TMA arrivals, oldest first, until the phase with `parity`
+// completes (as late as a waiter allows); whether it did.
+bool LandUntilSeen(uint32_t bar, uint32_t parity, const char* what) {
+  if (WaitSees(MbarAt(bar, what), parity)) return true;
+  for (auto it = rt->in_flight.begin(); it != rt->in_flight.end();) {
+    if (it->bar != bar) {
+      ++it;
+      continue;
+    }
+    const AsyncArrival a = std::move(*it);
+    it = rt->in_flight.erase(it);
+    Land(a);
+    if (WaitSees(MbarAt(bar, what), parity)) return true;
+  }
+  return false;
+}
+
+bool MbarTest(uint32_t bar, uint32_t parity) {
+  return LandUntilSeen(bar, parity, "mbarrier.test_wait.parity");
+}
+
 void MbarWait(uint32_t bar, uint32_t parity) {
   Fiber& f = Self();
   for (;;) {
-    if (WaitSees(MbarAt(bar, "mbarrier.try_wait.parity"), parity)) return;
-    // The phase needs arrivals: land this barrier's in-flight cp.async arrivals, oldest
-    // first, until it completes (as late as the waiter allows).
-    for (auto it = rt->in_flight.begin(); it != rt->in_flight.end();) {
-      if (it->bar != bar) {
-        ++it;
-        continue;
-      }
-      const AsyncArrival a = std::move(*it);
-      it = rt->in_flight.erase(it);
-      Land(a);
-      if (WaitSees(MbarAt(bar, "mbarrier.try_wait.parity"), parity)) return;
-    }
+    if (LandUntilSeen(bar, parity, "mbarrier.try_wait.parity")) return;
     f.wait = WaitKind::kMbarrier;
     f.wait_a = bar;
     f.wait_b = parity;

@@ -149,6 +149,8 @@ void CheckMatrixDesc(uint32_t addr, uint32_t lbo, uint32_t sbo, uint32_t swizzle
 void MbarInit(uint32_t bar, int count);
 void MbarArrive(uint32_t bar);
 void MbarWait(uint32_t bar, uint32_t parity);
+// mbarrier.test_wait: lands the barrier's in-flight arrivals (as a wait would), never yields.
+bool MbarTest(uint32_t bar, uint32_t parity);
 void CpAsyncArrive(uint32_t bar);
 void NamedBarrierSync(int id, int threads);
 // TMA: a 2-D tensor map in the 128 bytes at `map` (rows of `inner` elements of `elem_bytes`,

@@ -305,6 +305,36 @@ TEST(HipHostEmulationTest, MbarrierPhasesAndDeadlockReport) {
       << error;
 }
 
+// mbarrier.test_wait: false while arrivals are missing (it never blocks), true once the phase
+// completed; a cp.async arrival in flight lands at a test as at a wait.
+TEST(HipHostEmulationTest, MbarTestNeverBlocksAndLandsInFlightCopies) {
+  alignas(16) static const uint8_t src[16] = {1, 2,  3,  4,  5,  6,  7,  8,
+                                              9, 10, 11, 12, 13, 14, 15, 16};
+  int tests[4] = {-1, -1, -1, -1};
+  uint8_t landed = 0;
+  const std::string error = Launch(dim3(1), dim3(32), 64, [&] {
+    if (threadIdx.x == 0) {
+      mlaps_emu::MbarInit(0, 2);
+      mlaps_emu::MbarInit(8, 1);
+      tests[0] = mlaps_emu::MbarTest(0, 0);  // no arrival yet
+      tests[1] = mlaps_emu::MbarTest(0, 1);  // the phase before a fresh barrier's first
+      mlaps_emu::MbarArrive(0);
+      tests[2] = mlaps_emu::MbarTest(0, 0);  // one of two arrivals
+      mlaps_emu::MbarArrive(0);
+      mlaps_emu::CpAsync16(mlaps_emu::DynamicSmem() + 16, src, true);
+      mlaps_emu::CpAsyncArrive(8);
+      tests[3] = mlaps_emu::MbarTest(0, 0) && mlaps_emu::MbarTest(8, 0);
+      landed = mlaps_emu::DynamicSmem()[31];
+    }
+  });
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(tests[0], 0);
+  EXPECT_EQ(tests[1], 1);
+  EXPECT_EQ(tests[2], 0);
+  EXPECT_EQ(tests[3], 1);
+  EXPECT_EQ(landed, 16);
+}
+
 // __syncthreads_count / _or: a barrier that returns, in every thread, how many threads (or
 // whether any) passed a nonzero predicate; back to back, each sees its own round's values.
 TEST(HipHostEmulationTest, SyncThreadsCountAndOr) {

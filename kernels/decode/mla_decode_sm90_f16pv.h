@@ -127,36 +127,44 @@ __device__ __forceinline__ void IssueBf16Scores(const Sm90Bars& bars, uint32_t b
   WgmmaCommit();
 }
 
+// fp8: acc = the 64-dim part of S of one chunk, Q's at `q_rows` and K's at `k_rows` (raw, 64-byte
+// swizzled): two QGMMA k steps (m64n64k32), retired on return.
+__device__ __forceinline__ void RawChunkScores(float (&acc)[32], uint32_t q_rows, uint32_t k_rows) {
+  const uint64_t a = MatrixDesc(q_rows, 16, kRawAtom, kSwizzle64B);
+  const uint64_t b = MatrixDesc(k_rows, 16, kRawAtom, kSwizzle64B);
+  WgmmaFence();
+  MLAPS_SM90_S_MMA(WgmmaM64N64K32E4m3Fresh(acc, a, b));
+  MLAPS_SM90_S_MMA(WgmmaM64N64K32E4m3(acc, a + (32 >> 4), b + (32 >> 4), 1));
+  WgmmaCommit();
+  WgmmaWait<0>();
+  PinAccumulators(acc);
+}
+
 // fp8: S = Q K^T of the raw block at `rows` (ring slot `slot`, phase parity `parity`), complete
-// on return: per chunk, in the slot's production order, two QGMMA k steps (m64n64k32) into an
-// accumulator of its own, added to s in fp32 (the H200 sums an e4m3 wgmma's products with fewer
-// than fp32's bits; 64-dim parts meet the gates: notes.md, session 8). The nine chunks' barriers
-// are tested at once (the producer runs blocks ahead: they have usually landed), not waited for
-// one round trip after another; a chunk is waited for only when they had not. One chunk a trip,
-// not unrolled: unrolled, the descriptors of all nine stayed live and spilled. (Two token halves
-// in flight, one added while the other runs, were 16% slower: notes.md, session 20.)
+// on return: chunk by chunk in the slot's production order, each chunk's 64-dim part summed by
+// the tensor cores on its own (the first straight into s) and the others added to s in fp32 (the
+// H200 sums an e4m3 wgmma's products with fewer than fp32's bits; 64-dim parts meet the gates:
+// notes.md, session 8). The nine chunks' barriers are tested at once (the producer runs blocks
+// ahead: they have usually landed), not waited for one round trip after another; a chunk is
+// waited for only when they had not. One chunk a trip, not unrolled: unrolled, the descriptors
+// of all nine stayed live and spilled. (Two token halves in flight, one added while the other
+// runs, measured 16% slower: notes.md, session 20.)
 __device__ __forceinline__ void RawScores(const Sm90Bars& bars, uint32_t base, uint32_t rows,
                                           int slot, uint32_t parity, float (&s)[32]) {
   bool landed = true;
 #pragma unroll
   for (int c = 0; c < L::kChunks; ++c) landed = MbarTest(bars.Full(slot, c), parity) && landed;
   landed = WarpUniform(landed);
-  float part[32];
-#pragma unroll
-  for (int e = 0; e < 32; ++e) s[e] = 0.0f;
-#pragma unroll 1
-  for (int pos = 0; pos < L::kChunks; ++pos) {
+  auto chunk_scores = [&](int pos, float(&acc)[32]) {
     const int c = ChunkAt(slot, pos);
     if (!landed) MbarWait(bars.Full(slot, c), parity);
-    const uint64_t a =
-        MatrixDesc(base + L::kQ + c * L::kChunk + kRawQAt, 16, kRawAtom, kSwizzle64B);
-    const uint64_t b = MatrixDesc(rows + c * L::kChunk, 16, kRawAtom, kSwizzle64B);
-    WgmmaFence();
-    MLAPS_SM90_S_MMA(WgmmaM64N64K32E4m3Fresh(part, a, b));
-    MLAPS_SM90_S_MMA(WgmmaM64N64K32E4m3(part, a + (32 >> 4), b + (32 >> 4), 1));
-    WgmmaCommit();
-    WgmmaWait<0>();
-    PinAccumulators(part);
+    RawChunkScores(acc, base + L::kQ + c * L::kChunk + kRawQAt, rows + c * L::kChunk);
+  };
+  chunk_scores(0, s);
+  float part[32];
+#pragma unroll 1
+  for (int pos = 1; pos < L::kChunks; ++pos) {
+    chunk_scores(pos, part);
 #pragma unroll
     for (int e = 0; e < 32; ++e) s[e] += part[e];
   }

@@ -50,8 +50,8 @@ __device__ __forceinline__ int VtDim(int m, int r) {
 // pairs (every e4m3 is an f16; WidenVtRows). Apart, so that a caller can load a step's bytes
 // ahead. (A load's four lanes of a row group read token rows 2 q + e, q = l % 4, all of one
 // parity: one half of the banks, 256 bytes in four wavefronts where two would do. Lanes q >= 2
-// loading their odd row first would spread them, but the per-lane pairing selectors that undo
-// it cost ptxas registers: 84 bytes of spills in the f16 P V kernel, notes.md, session 20.)
+// loading their odd row first spread them, but the per-lane pairing selectors that undo it cost
+// ptxas registers and measured 3-5% slower: notes.md, session 20.)
 __device__ __forceinline__ void LoadVtStep(uint32_t half_rows, int kk, int wtid, uint2 (&rows)[4]) {
   const int warp = wtid >> 5, g = (wtid & 31) >> 2, q = wtid & 3;
   const uint32_t chunk = half_rows + warp * SmemSm90::kChunk;

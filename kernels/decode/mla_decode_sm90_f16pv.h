@@ -148,7 +148,7 @@ __device__ __forceinline__ void RawChunkScores(float (&acc)[32], uint32_t q_rows
 // ahead: they have usually landed), not waited for one round trip after another; a chunk is
 // waited for only when they had not. One chunk a trip, not unrolled: unrolled, the descriptors
 // of all nine stayed live and spilled. (Two token halves in flight, one added while the other
-// runs, measured 16% slower: notes.md, session 20.)
+// runs, measured 20-22% slower: notes.md, session 20.)
 __device__ __forceinline__ void RawScores(const Sm90Bars& bars, uint32_t base, uint32_t rows,
                                           int slot, uint32_t parity, float (&s)[32]) {
   bool landed = true;

@@ -285,13 +285,7 @@ __device__ __forceinline__ void SoftmaxStep(float (&sc)[8], float (&m)[4], float
     for (int wp = 0; wp < 4; ++wp) {
       bmax = ScoreMax(bmax, LoadSharedF32(red + 4 * (wp * kRows + ColOf(k, quad))));
     }
-    // The lazy reference (StepLazyRunningMax): moved only past the slack, P <= 2^8.
-    const bool move = bmax > m[k] + kLazyMaxSlack;  // from -inf: any finite block max moves it
-    const float m_new = move ? bmax : m[k];
-    m_use[k] = m_new == NegInf() ? 0.0f : m_new;  // a row that saw nothing keeps P = 0
-    alpha[k] = move ? Exp2Fast(m[k] - m_use[k]) : 1.0f;
-    m[k] = m_new;
-    l[k] *= alpha[k];
+    LazyRowStep(bmax, m[k], l[k], m_use[k], alpha[k]);  // P <= 2^8
   }
 #pragma unroll
   for (int e = 0; e < 8; ++e) {

@@ -98,6 +98,20 @@ __device__ __forceinline__ void StepRunningMax(const float (&mx)[2], float (&m)[
 // (StepLazyRunningMax): P <= 2^8, exact in f16 P's 11 bits like any P <= 1.
 constexpr float kLazyMaxSlack = 8.0f;
 
+// One row's step of the lazy reference: the block's row max bmax (base 2, over all of the row's
+// lanes) moves m only when it exceeds it by more than kLazyMaxSlack (from -inf, any finite bmax
+// does); m_use, alpha and l as in StepRunningMax. Shared by StepLazyRunningMax and the narrow
+// kernel's S^T layout.
+__device__ __forceinline__ void LazyRowStep(float bmax, float& m, float& l, float& m_use,
+                                            float& alpha) {
+  const bool move = bmax > m + kLazyMaxSlack;
+  const float m_new = move ? bmax : m;
+  m_use = m_new == NegInf() ? 0.0f : m_new;
+  alpha = move ? Exp2Fast(m - m_use) : 1.0f;
+  m = m_new;
+  l *= alpha;
+}
+
 // StepRunningMax with a lazy reference: m[h] moves only when the block's row max exceeds it by
 // more than kLazyMaxSlack, so that past the first blocks of an item almost no block rescales
 // what came before (alpha 1; FlashAttention-4's conditional rescaling). Exact: P and the row
@@ -106,15 +120,7 @@ __device__ __forceinline__ void StepLazyRunningMax(const float (&mx)[2], float (
                                                    float (&l)[2], float (&m_use)[2],
                                                    float (&alpha)[2]) {
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float bmax = QuadMax(mx[h]);
-    const bool move = bmax > m[h] + kLazyMaxSlack;  // from -inf: any finite block max moves it
-    const float m_new = move ? bmax : m[h];
-    m_use[h] = m_new == NegInf() ? 0.0f : m_new;
-    alpha[h] = move ? Exp2Fast(m[h] - m_use[h]) : 1.0f;
-    m[h] = m_new;
-    l[h] *= alpha[h];
-  }
+  for (int h = 0; h < 2; ++h) LazyRowStep(QuadMax(mx[h]), m[h], l[h], m_use[h], alpha[h]);
 }
 
 }  // namespace mla

@@ -242,25 +242,13 @@ TEST_P(Sm90Fp8KernelTest, Fp8CpRoundRobinW3I1) {
   CheckSm90CpRanks(GetParam(), 64, 1, {1, 70, 33}, 3, 1, 104, DType::kFp8);
 }
 
-// One item of 7 kv blocks on one CU whose token 300 (block 4) has its K row (and V) scaled by
-// 8: the logits of that token jump far past every row's max so far (by more than the f16 P V
-// kernel's lazy-max slack of 8 in base 2 for many rows), so O is rescaled mid-item, after four
-// blocks of sums, by the factors of rows that moved only (StepLazyRunningMax).
-sim::DecodeCase MaxJumpsMidItem(DType dtype, uint64_t seed) {
-  const Batch batch = MakeUniformBatch(Arch::kSm90, dtype, 64, 1, 1, 420, 64);
-  sim::DecodeCase c = sim::MakeDecodeCase(batch, seed);
-  const int64_t row = int64_t{c.kv_indices[300 / 64]} * batch.page_size + 300 % 64;
-  for (int d = 0; d < kHeadDimQk; ++d) c.kv_cache[row * kHeadDimQk + d] *= 8.0f;  // exact
-  return c;
-}
-
 TEST_P(Sm90KernelTest, MaxJumpsMidItem) {
-  const sim::DecodeCase c = MaxJumpsMidItem(DType::kBf16, 61);
+  const sim::DecodeCase c = testing::MaxJumpsMidItem(DType::kBf16, 64, 61);
   CheckSm90Case(GetParam(), c, PlanForTest(c.batch, 1), "bf16 H64 q1 ctx420 token 300 x8 cu1");
 }
 
 TEST_P(Sm90Fp8KernelTest, Fp8MaxJumpsMidItem) {
-  const sim::DecodeCase c = MaxJumpsMidItem(DType::kFp8, 62);
+  const sim::DecodeCase c = testing::MaxJumpsMidItem(DType::kFp8, 64, 62);
   CheckSm90Case(GetParam(), c, PlanForTest(c.batch, 1), "fp8 H64 q1 ctx420 token 300 x8 cu1");
 }
 

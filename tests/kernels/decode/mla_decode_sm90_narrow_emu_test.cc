@@ -99,6 +99,13 @@ TEST_P(NarrowKernelTest, ManyItemsOnOneBlockKeepTheSlotsInStep) {
                 Name("H16 q1 6 items cu1"));
 }
 
+// A late token's logits jump past the lazy reference's slack mid-item (fp8: in one consumer's
+// turn, so the two consumers' references differ when they merge).
+TEST_P(NarrowKernelTest, MaxJumpsMidItem) {
+  const sim::DecodeCase c = testing::MaxJumpsMidItem(dtype(), 16, 63);
+  CheckSm90Case(kNarrow, c, NarrowPlan(c.batch, 1), Name("H16 q1 ctx420 token 300 x8 cu1"));
+}
+
 TEST_P(NarrowKernelTest, SparsePerTokenWithEmptyRows) {
   // Sparse per-token layout (page size 1), no causal mask, a graph-padded row with no kv.
   Batch batch = MakeVarlenBatch(Arch::kSm90, dtype(), 16, {1, 70, 0, 33}, 1, 1);

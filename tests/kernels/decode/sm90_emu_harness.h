@@ -101,6 +101,18 @@ inline void CheckSm90Case(const Sm90KernelUnderTest& k, const sim::DecodeCase& c
   if (got.error.empty()) ExpectScheduleIndependent(k, c, plan, got);
 }
 
+// One item of 7 kv blocks (H `heads`, qlen 1, one CU) whose token 300 (block 4) has its K row
+// (and V) scaled by 8: its logits jump far past every row's max so far (by more than the lazy
+// reference's slack of 8 in base 2 for many rows), so O is rescaled mid-item, after four blocks
+// of sums, by the factors of the rows that moved only (StepLazyRunningMax, LazyRowStep).
+inline sim::DecodeCase MaxJumpsMidItem(DType dtype, int heads, uint64_t seed) {
+  const Batch batch = MakeUniformBatch(Arch::kSm90, dtype, heads, 1, 1, 420, 64);
+  sim::DecodeCase c = sim::MakeDecodeCase(batch, seed);
+  const int64_t row = int64_t{c.kv_indices[300 / 64]} * batch.page_size + 300 % 64;
+  for (int d = 0; d < kHeadDimQk; ++d) c.kv_cache[row * kHeadDimQk + d] *= 8.0f;  // exact
+  return c;
+}
+
 // A bad page id (`value` at kv_indices[index]) under `plan`: the kernel reports it with its
 // index and value in the status word (and reads zeros for it).
 inline void ExpectBadPageReported(const Sm90KernelUnderTest& k, const Batch& batch, uint64_t seed,

@@ -27,9 +27,9 @@ __device__ __forceinline__ float Exp2Fast(float x) {
 #endif
 }
 
-// The larger score in one instruction (fmaxf: a NaN operand loses). A NaN score still turns its
-// row's P, O and LSE into NaN (exp2 of NaN), so the inf / NaN class of the outputs is the same
-// as with a NaN-keeping max.
+// The larger score in one instruction (fmaxf: a NaN operand loses). A NaN score still makes its
+// P, and so its row's O, NaN (exp2 of NaN). NaN scores' LSE class is not the reference's, with
+// this max or the NaN-keeping one it replaced (notes.md, session 20): untested, not a contract.
 __device__ __forceinline__ float ScoreMax(float a, float b) { return fmaxf(a, b); }
 
 // Accumulator layout (wgmma m64nN, fp32): thread t of a warpgroup holds rows

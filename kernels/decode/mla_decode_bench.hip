@@ -256,11 +256,13 @@ std::vector<Setting> SettingsOf(const Batch& batch, int sms) {
 }
 
 // Optional: --only DTYPE,H,QLEN,BATCH,CTX runs one shape; --once launches it once, untimed
-// (for a profiler: ncu -k regex:MlaDecodeKernel -c 1 ... --only bf16,16,1,128,8192 --once).
+// (for a profiler: ncu -k regex:MlaDecodeKernel -c 1 ... --only bf16,16,1,128,8192 --once);
+// --page N: the dense cases' kv page size (a power of two, 1-4096; default 64, FlashMLA's).
 struct Filter {
   bool any = true;
   std::string dtype;
   int heads = 0, qlen = 0, batch = 0, ctx = 0;
+  int page = 64;
   bool once = false;
   std::string peer_json;  // --peer FILE: FlashMLA's flashmla.json from the same device call
 };
@@ -311,7 +313,7 @@ int Main(const Filter& filter) {
   }
 
   // Buffers for the largest shape: 1M kv tokens (both shapes), Q / O of H=128 x qlen 4.
-  const int page = 64;
+  const int page = filter.page;
   const bench::DecodeBuffers buffers =
       bench::AllocateDecodeBuffers(int64_t{128} * 8192, int64_t{128} * 4 * 128);
 
@@ -432,6 +434,12 @@ int main(int argc, char** argv) {
       filter.once = true;
     } else if (arg == "--peer" && i + 1 < argc) {
       filter.peer_json = argv[++i];
+    } else if (arg == "--page" && i + 1 < argc) {
+      filter.page = std::atoi(argv[++i]);
+      if (filter.page < 1 || filter.page > 4096 || (filter.page & (filter.page - 1)) != 0) {
+        std::fprintf(stderr, "--page N: a power of two in [1, 4096], got '%s'\n", argv[i]);
+        return 2;
+      }
     } else if (arg == "--only" && i + 1 < argc) {
       char dtype[8] = {0};
       if (std::sscanf(argv[++i], "%7[a-z0-9],%d,%d,%d,%d", dtype, &filter.heads, &filter.qlen,
@@ -443,10 +451,15 @@ int main(int argc, char** argv) {
       filter.any = false;
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--only DTYPE,H,QLEN,BATCH,CTX] [--once] [--peer flashmla.json]\n",
+                   "usage: %s [--only DTYPE,H,QLEN,BATCH,CTX] [--once] [--page N] "
+                   "[--peer flashmla.json]\n",
                    argv[0]);
       return 2;
     }
+  }
+  if (filter.page != 64 && !filter.peer_json.empty()) {
+    std::fprintf(stderr, "--peer: FlashMLA's timings are of page-64 caches; drop --page\n");
+    return 2;
   }
   return mlaps::Main(filter);
 }

@@ -127,17 +127,23 @@ __device__ __forceinline__ void IssueBf16Scores(const Sm90Bars& bars, uint32_t b
   WgmmaCommit();
 }
 
-// fp8: acc = the 64-dim part of S of one chunk, Q's at `q_rows` and K's at `k_rows` (raw, 64-byte
-// swizzled): two QGMMA k steps (m64n64k32), retired on return.
-__device__ __forceinline__ void RawChunkScores(float (&acc)[32], uint32_t q_rows, uint32_t k_rows) {
-  const uint64_t a = MatrixDesc(q_rows, 16, kRawAtom, kSwizzle64B);
-  const uint64_t b = MatrixDesc(k_rows, 16, kRawAtom, kSwizzle64B);
+// fp8: the operands of one chunk's 64-dim part of S: Q's rows and K's rows (raw, 64-byte
+// swizzled), as QGMMA descriptors.
+struct RawChunkDescs {
+  uint64_t q, k;
+};
+__device__ __forceinline__ RawChunkDescs RawChunkAt(uint32_t q_rows, uint32_t k_rows) {
+  return {MatrixDesc(q_rows, 16, kRawAtom, kSwizzle64B),
+          MatrixDesc(k_rows, 16, kRawAtom, kSwizzle64B)};
+}
+
+// fp8: acc = one chunk's 64-dim part of S: two QGMMA k steps (m64n64k32), issued as one commit
+// group (the caller retires it).
+__device__ __forceinline__ void IssueRawChunkScores(float (&acc)[32], const RawChunkDescs& d) {
   WgmmaFence();
-  MLAPS_SM90_S_MMA(WgmmaM64N64K32E4m3Fresh(acc, a, b));
-  MLAPS_SM90_S_MMA(WgmmaM64N64K32E4m3(acc, a + (32 >> 4), b + (32 >> 4), 1));
+  MLAPS_SM90_S_MMA(WgmmaM64N64K32E4m3Fresh(acc, d.q, d.k));
+  MLAPS_SM90_S_MMA(WgmmaM64N64K32E4m3(acc, d.q + (32 >> 4), d.k + (32 >> 4), 1));
   WgmmaCommit();
-  WgmmaWait<0>();
-  PinAccumulators(acc);
 }
 
 // fp8: S = Q K^T of the raw block at `rows` (ring slot `slot`, phase parity `parity`), complete
@@ -146,19 +152,32 @@ __device__ __forceinline__ void RawChunkScores(float (&acc)[32], uint32_t q_rows
 // H200 sums an e4m3 wgmma's products with fewer than fp32's bits; 64-dim parts meet the gates:
 // notes.md, session 8). The nine chunks' barriers are tested at once (the producer runs blocks
 // ahead: they have usually landed), not waited for one round trip after another; a chunk is
-// waited for only when they had not. One chunk a trip, not unrolled: unrolled, the descriptors
-// of all nine stayed live and spilled. (Two token halves in flight, one added while the other
-// runs, measured 20-22% slower: notes.md, session 20.)
+// waited for only when they had not. The next chunk's descriptors are made while a chunk's
+// QGMMAs run: after the wait, their uniform arithmetic sat on the chain of round trips (3% of
+// decode at (64,2): notes.md, session 21). One chunk a trip, not unrolled: unrolled, the
+// descriptors of all nine stayed live and spilled. (Tried and dropped: two token halves in
+// flight, one added while the other runs, 20-22% slower, session 20; a third accumulator, 1.2 KB
+// of spills and serialized wgmmas, and P V steps behind the next block's chunks, 3.5% slower,
+// session 21.)
 __device__ __forceinline__ void RawScores(const Sm90Bars& bars, uint32_t base, uint32_t rows,
                                           int slot, uint32_t parity, float (&s)[32]) {
   bool landed = true;
 #pragma unroll
   for (int c = 0; c < L::kChunks; ++c) landed = MbarTest(bars.Full(slot, c), parity) && landed;
   landed = WarpUniform(landed);
+  const uint32_t q_rows = base + L::kQ + kRawQAt;
+  auto descs_at = [&](int pos) {
+    const uint32_t at = ChunkAt(slot, pos) * L::kChunk;
+    return RawChunkAt(q_rows + at, rows + at);
+  };
+  // Chunk pos's part into acc, retired on return; d: its descriptors, then the next chunk's.
+  RawChunkDescs d = descs_at(0);
   auto chunk_scores = [&](int pos, float(&acc)[32]) {
-    const int c = ChunkAt(slot, pos);
-    if (!landed) MbarWait(bars.Full(slot, c), parity);
-    RawChunkScores(acc, base + L::kQ + c * L::kChunk + kRawQAt, rows + c * L::kChunk);
+    if (!landed) MbarWait(bars.Full(slot, ChunkAt(slot, pos)), parity);
+    IssueRawChunkScores(acc, d);
+    if (pos + 1 < L::kChunks) d = descs_at(pos + 1);
+    WgmmaWait<0>();
+    PinAccumulators(acc);
   };
   chunk_scores(0, s);
   float part[32];
@@ -210,13 +229,14 @@ __device__ __forceinline__ void Bf16PvT(uint32_t kv, int w, int wtid, float (&o)
 // fragments of the four dims tiles (M rows in VtDim order) widened from the raw rows of chunks
 // 4 w .. 4 w + 3 (two buffers, so a step widens while the one before runs; the next step's
 // bytes are loaded before this step's wgmmas issue, their latency behind them: 4% faster at fp8
-// (64,2) though ptxas then spills 76 bytes, notes.md, session 20), P^T from `p_tile`. Every P V
-// has retired when it returns.
+// (64,2) though ptxas then spills 76 bytes, notes.md, session 20), P^T from `p_tile`. kRetire:
+// every P V has retired when it returns; otherwise the last k step is still in flight on `a`
+// (the caller retires it: RunConsumer's retire_pv).
+template <bool kRetire>
 __device__ __forceinline__ void RawPvT(uint32_t rows, uint32_t p_tile, int w, int wtid,
-                                       float (&o)[4][32]) {
+                                       float (&o)[4][32], uint32_t (&a)[2][4][4]) {
   const uint64_t p0 = MatrixDesc(p_tile, 16, L::kChunk, kSwizzle128B);
   const uint32_t half_rows = rows + 4 * w * L::kChunk;
-  uint32_t a[2][4][4];
   uint2 raw[4];
   LoadVtStep(half_rows, 0, wtid, raw);
 #pragma unroll
@@ -232,6 +252,10 @@ __device__ __forceinline__ void RawPvT(uint32_t rows, uint32_t p_tile, int w, in
       MLAPS_SM90_PV_MMA(WgmmaM64N64K16F16RegA(o[m], a[kk & 1][m], p0 + ((kk * 32) >> 4), 1));
     }
     WgmmaCommit();
+  }
+  if (!kRetire) {
+    WgmmaWait<1>();  // k step 3 left in flight (its caller's A registers a[1] stay locked)
+    return;
   }
   WgmmaWait<0>();
 #pragma unroll
@@ -302,10 +326,11 @@ __device__ __forceinline__ F16PvPlace PlaceOf(uint8_t* smem) {
 // slot's rope chunk, dead once S retired; kRaw: RawPTile; tokens in order), the
 // row max into kRowM and the block's rescale factors into kPvAlpha[n % 4], then published
 // (score_stats[n % 2]).
-template <bool kRaw>
+template <bool kRaw, class BeforePublish>
 __device__ __forceinline__ void Softmax(const F16PvPlace& at, float (&s)[32], float (&m)[2],
                                         float (&l)[2], const int32_t (&vend)[2], int i, uint32_t n,
-                                        float scale_log2, uint32_t p_tile) {
+                                        float scale_log2, uint32_t p_tile,
+                                        BeforePublish&& before_publish) {
   int lim[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -340,6 +365,7 @@ __device__ __forceinline__ void Softmax(const F16PvPlace& at, float (&s)[32], fl
       StoreSharedF32(at.base + L::kPvAlpha + 4 * ((n & 3) * L::kRows + at.r0 + 8 * h), alpha[h]);
     }
   }
+  before_publish();
   FenceProxyAsync();  // P is read by wgmma (ours and the other's)
   MbarArrive(at.bars.ScoreStats(n));
 }
@@ -374,6 +400,8 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
   const int nblk = BlocksOf(it);
   const float scale_log2 = p.sm_scale * p.q_scale * p.kv_scale * kLog2e;
   float o[4][32], s[32], m[2], l[2];
+  // fp8: RawPvT's A registers (here: its last k step still reads them after it returns).
+  uint32_t pv_a[2][4][4];
   int32_t vend[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -404,6 +432,24 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
       PinAccumulators(s);
     }
   };
+  // fp8: our P V of block n - 1 retires, and frees its slot half, only when we next need O or
+  // P's buffers: before our softmax of n publishes (its last k step runs on the tensor cores
+  // while we compute P), or before our S of n + 1 (whose accumulators need the P V's A
+  // registers), or once we have the other's statistics of n. (The wait runs even when nothing
+  // is in flight, i == 0: ptxas cannot tell, and serializes every wgmma when a path reads O
+  // without one, C7514.)
+#if defined(MLAPS_F16PV_PV_RETIRE_EARLY)  // A/B variant (session 21): P V retired in RawPvT
+  constexpr bool kPvLate = false;
+#else
+  constexpr bool kPvLate = kFp8;
+#endif
+  auto retire_pv = [&](int i) {
+    if (!kPvLate) return;
+    WgmmaWait<0>();
+#pragma unroll
+    for (int t = 0; t < 4; ++t) PinAccumulators(o[t]);
+    if (i > 0) MbarArrive(at.bars.Empty(slot_of(seq + i - 1), w));
+  };
   const int first_own = static_cast<int>((seq & 1) != static_cast<uint32_t>(w));
   MbarWait(at.bars.QFull(), item & 1);
   if (first_own >= nblk) MbarArrive(at.bars.QEmpty());
@@ -420,7 +466,7 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
     const uint32_t p_tile =
         kFp8 ? RawPTile(at.base, n) : at.base + L::kKv + slot * L::kTile + 8 * L::kChunk;
     if (own) {
-      Softmax<kFp8>(at, s, m, l, vend, i, n, scale_log2, p_tile);
+      Softmax<kFp8>(at, s, m, l, vend, i, n, scale_log2, p_tile, [&] { retire_pv(i); });
       NamedBarrierSync(2 + w, kSm90WgThreads);  // all of P and the factors written
     } else {
       // The other's statistics of n, and our half of V (the owner waited for it; our own wait
@@ -449,6 +495,7 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
         // issued before the wait and retired in the same branch, before O is rescaled: a wgmma
         // in flight while O is rewritten makes ptxas serialize every wgmma, C7515).
         if constexpr (kFp8) {
+          retire_pv(i);
           scores(n + 1);
           take_stats();
         } else {
@@ -460,16 +507,18 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
         if (i + 3 >= nblk) MbarArrive(at.bars.QEmpty());  // our last S of the item
       } else {
         take_stats();
+        retire_pv(i);
       }
     }
     RescaleO(at, o, n);
     if constexpr (kFp8) {
-      RawPvT(RawRows(at.base, slot), p_tile, w, at.wtid, o);
+      RawPvT<!kPvLate>(RawRows(at.base, slot), p_tile, w, at.wtid, o, pv_a);
     } else {
       Bf16PvT(at.base + L::kKv + slot * L::kTile, w, at.wtid, o);
     }
-    MbarArrive(at.bars.Empty(slot, w));
+    if (!kPvLate) MbarArrive(at.bars.Empty(slot, w));
   }
+  retire_pv(nblk);
   // bf16 V widened to f16: a value f16 cannot hold turns every O^T element it meets non-finite
   // (P x inf, or 0 x inf = NaN, in the rows of its dim); only then is the item's V read again
   // to tell that from inf / NaN inputs (ReportF16Range).
@@ -589,9 +638,16 @@ __global__ void __launch_bounds__(kF16PvThreads, 1)
     MlaDecodeSm90F16PvKernel(const MlaDecodeParams p, const MLAPS_GRID_CONSTANT TmaMap kv_map) {
 #if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
   // Both consumers run one instance of their code (half the hot code for the instruction
-  // caches: two instances missed them, notes.md).
+  // caches: two instances missed them, notes.md). fp8 consumers keep a P V k step in flight
+  // through the softmax (RunConsumer's retire_pv): at 224 or 232 registers ptxas serializes every
+  // wgmma for it (C7512), at 240 not; the producer (TMA) runs on the 24 left, spilling.
+#if defined(MLAPS_F16PV_PV_RETIRE_EARLY)
+  constexpr int kConsumerRegs = kSm90ConsumerRegs;
+#else
+  constexpr int kConsumerRegs = kFp8 ? 240 : kSm90ConsumerRegs;
+#endif
   RunSm90Block<kFp8, /*kWiden=*/false, SmemSm90::kRows, /*kTma=*/true, /*kOneConsumerCode=*/true,
-               /*kEvictFirst=*/true>(
+               /*kEvictFirst=*/true, kConsumerRegs>(
       p, &kv_map, [&](int w, const Item& it, uint8_t* smem, uint32_t seq, uint32_t item) {
         return RunConsumer<kFp8>(p, it, smem, seq, item, w);
       });

@@ -98,16 +98,17 @@ constexpr int kSm90WgThreads = 128;
 // Registers per thread after setmaxnreg. The launch gives every thread the launch bounds' cap,
 // 168 (65536 / 384, rounded down to 8), and setmaxnreg.inc takes from what the producer's
 // .dec returns to the block's pool: a split above 3 x 168 leaves a consumer waiting forever
-// (seen on the H200). Consumers hold half of O (128) + S (32) + addressing.
+// (seen on the H200). Consumers hold half of O (128) + S (32) + addressing; a kernel may ask for
+// more (RunSm90Block's kConsumerRegs), the producer keeping the rest.
 constexpr int kSm90EntryRegs = 65536 / kSm90Threads / 8 * 8;
 #if defined(MLAPS_SM90_PROBE_CONSUMER_REGS)  // probe variants only
 constexpr int kSm90ConsumerRegs = MLAPS_SM90_PROBE_CONSUMER_REGS;
 #else
 constexpr int kSm90ConsumerRegs = 224;
 #endif
-constexpr int kSm90ProducerRegs = 56;
-static_assert(2 * kSm90ConsumerRegs + kSm90ProducerRegs <= 3 * kSm90EntryRegs,
-              "setmaxnreg takes no more registers than the launch gave the block");
+__host__ __device__ constexpr int Sm90ProducerRegs(int consumer_regs) {
+  return 3 * kSm90EntryRegs - 2 * consumer_regs;
+}
 
 #if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
 // =============================================================================================
@@ -557,9 +558,12 @@ __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
 // `run_consumer(w, ...)` with the warpgroup's index as a warp-uniform int (half the hot code
 // for the instruction caches); kEvictFirst: the TMA loads' L2 hint (CopyItemSm90).
 template <bool kFp8, bool kWiden, int kMaxRows, bool kTma, bool kOneConsumerCode = false,
-          bool kEvictFirst = false, class RunConsumer>
+          bool kEvictFirst = false, int kConsumerRegs = kSm90ConsumerRegs, class RunConsumer>
 __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const TmaMap* kv_map,
                                              RunConsumer&& run_consumer) {
+  constexpr int kProducerRegs = Sm90ProducerRegs(kConsumerRegs);
+  static_assert(kConsumerRegs % 8 == 0 && kProducerRegs % 8 == 0 && kProducerRegs >= 24,
+                "setmaxnreg counts are multiples of 8, at least 24");
   mlapsTriggerDependents();  // the reduce may launch (it waits for this grid: LaunchMlaReduce)
   uint8_t* smem = DynamicSmem();
   smem += (SmemSm90::kAlign - (SmemAddr(smem) & (SmemSm90::kAlign - 1))) & (SmemSm90::kAlign - 1);
@@ -584,7 +588,7 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
   const int wg = WarpUniform(static_cast<int>(threadIdx.x) / kSm90WgThreads);
   if (wg == 2) {
 #if !defined(MLAPS_SM90_NO_SETMAXNREG)
-    SetMaxRegsDec<kSm90ProducerRegs>();
+    SetMaxRegsDec<kProducerRegs>();
 #endif
     MLAPS_SM90_MARK(8, 0);
     WalkItems</*kRecord=*/false>(p, kMaxRows, [&](const Item& it, int cu) {
@@ -596,7 +600,7 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
     MLAPS_SM90_TIMES_END();
   } else {
 #if !defined(MLAPS_SM90_NO_SETMAXNREG)
-    SetMaxRegsInc<kSm90ConsumerRegs>();
+    SetMaxRegsInc<kConsumerRegs>();
 #endif
     MLAPS_SM90_MARK(8, 0);
     if constexpr (kOneConsumerCode) {

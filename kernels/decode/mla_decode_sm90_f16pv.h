@@ -229,16 +229,17 @@ __device__ __forceinline__ void Bf16PvT(uint32_t kv, int w, int wtid, float (&o)
 // fragments of the four dims tiles (M rows in VtDim order) widened from the raw rows of chunks
 // 4 w .. 4 w + 3 (two buffers, so a step widens while the one before runs; the next step's
 // bytes are loaded before this step's wgmmas issue, their latency behind them: 4% faster at fp8
-// (64,2) though ptxas then spills 76 bytes, notes.md, session 20), P^T from `p_tile`. kRetire:
+// (64,2) though ptxas then spills 76 bytes, notes.md, session 20; the first step's, `first`, by the
+// caller), P^T from `p_tile`. kRetire:
 // every P V has retired when it returns; otherwise the last k step is still in flight on `a`
 // (the caller retires it: RunConsumer's retire_pv).
 template <bool kRetire>
 __device__ __forceinline__ void RawPvT(uint32_t rows, uint32_t p_tile, int w, int wtid,
-                                       float (&o)[4][32], uint32_t (&a)[2][4][4]) {
+                                       float (&o)[4][32], uint32_t (&a)[2][4][4],
+                                       const uint2 (&first)[4]) {
   const uint64_t p0 = MatrixDesc(p_tile, 16, L::kChunk, kSwizzle128B);
   const uint32_t half_rows = rows + 4 * w * L::kChunk;
-  uint2 raw[4];
-  LoadVtStep(half_rows, 0, wtid, raw);
+  uint2 raw[4] = {first[0], first[1], first[2], first[3]};
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
     if (kk >= 2) WgmmaWait<1>();  // the P V of k step kk - 2 retired: its A buffer is free
@@ -510,9 +511,15 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
         retire_pv(i);
       }
     }
+    // fp8: the P V's first V bytes are loaded before the rescale reads its flags (both loads'
+    // latencies at once).
+    uint2 v_first[4];
+    if constexpr (kFp8) {
+      LoadVtStep(RawRows(at.base, slot) + 4 * w * L::kChunk, 0, at.wtid, v_first);
+    }
     RescaleO(at, o, n);
     if constexpr (kFp8) {
-      RawPvT<!kPvLate>(RawRows(at.base, slot), p_tile, w, at.wtid, o, pv_a);
+      RawPvT<!kPvLate>(RawRows(at.base, slot), p_tile, w, at.wtid, o, pv_a, v_first);
     } else {
       Bf16PvT(at.base + L::kKv + slot * L::kTile, w, at.wtid, o);
     }

@@ -439,11 +439,7 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
   // registers), or once we have the other's statistics of n. (The wait runs even when nothing
   // is in flight, i == 0: ptxas cannot tell, and serializes every wgmma when a path reads O
   // without one, C7514.)
-#if defined(MLAPS_F16PV_PV_RETIRE_EARLY)  // A/B variant (session 21): P V retired in RawPvT
-  constexpr bool kPvLate = false;
-#else
   constexpr bool kPvLate = kFp8;
-#endif
   auto retire_pv = [&](int i) {
     if (!kPvLate) return;
     WgmmaWait<0>();
@@ -648,11 +644,7 @@ __global__ void __launch_bounds__(kF16PvThreads, 1)
   // caches: two instances missed them, notes.md). fp8 consumers keep a P V k step in flight
   // through the softmax (RunConsumer's retire_pv): at 224 or 232 registers ptxas serializes every
   // wgmma for it (C7512), at 240 not; the producer (TMA) runs on the 24 left, spilling.
-#if defined(MLAPS_F16PV_PV_RETIRE_EARLY)
-  constexpr int kConsumerRegs = kSm90ConsumerRegs;
-#else
   constexpr int kConsumerRegs = kFp8 ? 240 : kSm90ConsumerRegs;
-#endif
   RunSm90Block<kFp8, /*kWiden=*/false, SmemSm90::kRows, /*kTma=*/true, /*kOneConsumerCode=*/true,
                /*kEvictFirst=*/true, kConsumerRegs>(
       p, &kv_map, [&](int w, const Item& it, uint8_t* smem, uint32_t seq, uint32_t item) {

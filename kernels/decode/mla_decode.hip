@@ -172,15 +172,13 @@ bool UseNarrow(const MlaDecodeParams& p) {
 }
 
 // Whether the 64-row sm90 kernel with f16 P V from registers runs the launch: asked for, or
-// auto on fp8 64-row tiles of whole-page (TMA) kv blocks at one block an SM. (Pages of fewer
-// than 64 tokens, e.g. sparse, stay on the f16-tile kernel's cp.async build, measured faster
-// there: notes.md.)
+// auto on fp8 64-row tiles at one block an SM, any page size (TMA loads whole-page blocks,
+// cp.async gathers the others, e.g. sparse: notes.md).
 bool UseF16Pv(const MlaDecodeParams& p) {
   if (!kMmaPath) return false;
   if (p.path == kMlaPathWgmmaF16Pv) return true;
-  return p.path == kMlaPathAuto && p.dtype == kMlaFp8E4m3fn &&
-         p.page_size >= mla::SmemSm90::kTokens && p.block_threads != 512 && !UseCompact(p) &&
-         !UseNarrow(p);
+  return p.path == kMlaPathAuto && p.dtype == kMlaFp8E4m3fn && p.block_threads != 512 &&
+         !UseCompact(p) && !UseNarrow(p);
 }
 
 // Whether another 64-row sm90 wgmma kernel runs the launch (MlaDecodePath), and which: the
@@ -276,9 +274,8 @@ int LaunchMlaDecode(const MlaDecodeParams& params, void* stream) {
   const bool f16_tiles = UseWgmma(params) && UseF16Tiles(params);
   if (UseNarrow(params) || UseF16Pv(params) || f16_tiles) {
     // The kernels that take the kv cache's TMA map: [narrow, f16pv, f16 tiles, f16 tiles without
-    // TMA][fp8]. With pages of fewer than 64 tokens (sparse: one) no kv block is one TMA load,
-    // and the f16-tile kernel built without its TMA path copies them faster (sparse fp8
-    // 573-591 -> 498-508 us, notes.md).
+    // TMA][fp8]. With pages of fewer than 64 tokens no kv block is one TMA load, and the
+    // f16-tile kernel built without its TMA path copies them faster (notes.md).
     static std::atomic<bool> tma_allowed[4][2] = {
         {false, false}, {false, false}, {false, false}, {false, false}};
     using TmaKernel = void (*)(MlaDecodeParams, mla::TmaMap);

@@ -255,13 +255,15 @@ std::vector<Setting> SettingsOf(const Batch& batch, int sms) {
   return settings;
 }
 
-// Optional: --only DTYPE,H,QLEN,BATCH,CTX runs one shape; --once launches it once, untimed
+// Optional: --only DTYPE,H,QLEN,BATCH,CTX runs one dense shape, --only DTYPE,sparse the sparse
+// case; --once launches it once, untimed
 // (for a profiler: ncu -k regex:MlaDecodeKernel -c 1 ... --only bf16,16,1,128,8192 --once);
 // --page N: the dense cases' kv page size (a power of two, 1-4096; default 64, FlashMLA's).
 struct Filter {
   bool any = true;
   std::string dtype;
   int heads = 0, qlen = 0, batch = 0, ctx = 0;
+  bool sparse_only = false;  // --only DTYPE,sparse
   int page = 64;
   bool once = false;
   std::string peer_json;  // --peer FILE: FlashMLA's flashmla.json from the same device call
@@ -330,8 +332,9 @@ int Main(const Filter& filter) {
     bench::FillDecodeBuffers(buffers, fp8, stream);
     for (const auto& [batch_size, ctx] : sizes) {
       for (const Shape& s : shapes) {
-        if (!filter.any && (filter.heads != s.heads || filter.qlen != s.qlen ||
-                            filter.batch != batch_size || filter.ctx != ctx)) {
+        if (!filter.any &&
+            (filter.sparse_only || filter.heads != s.heads || filter.qlen != s.qlen ||
+             filter.batch != batch_size || filter.ctx != ctx)) {
           continue;
         }
         const Batch batch =
@@ -349,7 +352,7 @@ int Main(const Filter& filter) {
     }
     // Sparse per-token decode (DSA): H = 128, qlen 2, topk 2048, batch 128 of 8192 cached
     // tokens; each q token attends 2048 distinct slots drawn from its request's tokens.
-    if (filter.any) {
+    if (filter.any || filter.sparse_only) {
       const int batch_size = 128, ctx = 8192, qlen = 2, topk = 2048;
       absl::StatusOr<SparseLayout> layout = MakeSparseLayout(
           Arch::kSm90, dtype, 128, std::vector<int32_t>(batch_size, ctx), qlen, topk, batch_size);
@@ -441,17 +444,26 @@ int main(int argc, char** argv) {
         return 2;
       }
     } else if (arg == "--only" && i + 1 < argc) {
-      char dtype[8] = {0};
-      if (std::sscanf(argv[++i], "%7[a-z0-9],%d,%d,%d,%d", dtype, &filter.heads, &filter.qlen,
-                      &filter.batch, &filter.ctx) != 5) {
-        std::fprintf(stderr, "--only DTYPE,H,QLEN,BATCH,CTX\n");
+      char dtype[8] = {0}, sparse[8] = {0};
+      const char* only = argv[++i];
+      if (std::sscanf(only, "%7[a-z0-9],%7[a-z]", dtype, sparse) == 2 &&
+          std::string(sparse) == "sparse") {
+        filter.sparse_only = true;
+      } else if (std::sscanf(only, "%7[a-z0-9],%d,%d,%d,%d", dtype, &filter.heads, &filter.qlen,
+                             &filter.batch, &filter.ctx) != 5) {
+        std::fprintf(stderr, "--only DTYPE,H,QLEN,BATCH,CTX or --only DTYPE,sparse\n");
+        return 2;
+      }
+      if (std::string(dtype) != "bf16" && std::string(dtype) != "fp8") {
+        std::fprintf(stderr, "--only: DTYPE is bf16 or fp8, got '%s'\n", dtype);
         return 2;
       }
       filter.dtype = dtype;
       filter.any = false;
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--only DTYPE,H,QLEN,BATCH,CTX] [--once] [--page N] "
+                   "usage: %s [--only DTYPE,H,QLEN,BATCH,CTX | --only DTYPE,sparse] [--once] "
+                   "[--page N] "
                    "[--peer flashmla.json]\n",
                    argv[0]);
       return 2;

@@ -644,9 +644,12 @@ __global__ void __launch_bounds__(kF16PvThreads, 1)
   // caches: two instances missed them, notes.md). fp8 consumers keep a P V k step in flight
   // through the softmax (RunConsumer's retire_pv): at 224 or 232 registers ptxas serializes every
   // wgmma for it (C7512), at 240 not; the producer (TMA) runs on the 24 left, spilling.
+  // Its gathered (non-TMA) blocks go without the L2 fill ahead of their copies: the ring runs
+  // three blocks ahead, and the fill's loads cost the 24-register producer more (sparse fp8
+  // 322 -> 308-310 us, notes.md).
   constexpr int kConsumerRegs = kFp8 ? 240 : kSm90ConsumerRegs;
   RunSm90Block<kFp8, /*kWiden=*/false, SmemSm90::kRows, /*kTma=*/true, /*kOneConsumerCode=*/true,
-               /*kEvictFirst=*/true, kConsumerRegs>(
+               /*kEvictFirst=*/true, kConsumerRegs, /*kL2Fill=*/!kFp8>(
       p, &kv_map, [&](int w, const Item& it, uint8_t* smem, uint32_t seq, uint32_t item) {
         return RunConsumer<kFp8>(p, it, smem, seq, item, w);
       });

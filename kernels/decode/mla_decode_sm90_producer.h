@@ -188,26 +188,35 @@ struct RowSources {
 };
 
 // Source rows of kv block `blk` of the item for copy thread `ctid` (tokens begin + 64 blk +
-// row), -1 past e_lim or for a bad page (reported; the row reads as zeros).
+// row), -1 past e_lim or for a bad page (reported; the row reads as zeros). The page ids are
+// all loaded first, without a branch (a token past e_lim reads the item's last token's id, and
+// drops it), so that the loads are in flight together.
 template <bool kFp8>
 __device__ __forceinline__ RowSources<kFp8> KvRows(const MlaDecodeParams& p, const Item& it,
                                                    int blk, int ctid, int cu) {
   using M = ChunkMap<kFp8>;
+  int64_t token[M::kRowsPerThread];
+  int32_t page[M::kRowsPerThread];
+#pragma unroll
+  for (int k = 0; k < M::kRowsPerThread; ++k) {
+    token[k] = it.begin + static_cast<int64_t>(blk) * SmemSm90::kTokens + ctid / M::kUnitsPerRow +
+               k * M::kRowStep;
+    const int64_t read = token[k] < it.e_lim ? token[k] : it.e_lim - 1;
+    page[k] = p.kv_indices[it.kv_base + (read >> it.log2_page)];
+  }
   RowSources<kFp8> src;
 #pragma unroll
   for (int k = 0; k < M::kRowsPerThread; ++k) {
-    const int64_t j = it.begin + static_cast<int64_t>(blk) * SmemSm90::kTokens +
-                      ctid / M::kUnitsPerRow + k * M::kRowStep;
+    const int64_t j = token[k];
     src.row[k] = -1;
     if (j < it.e_lim) {
-      const int64_t index = it.kv_base + (j >> it.log2_page);
-      const int32_t page = p.kv_indices[index];
-      if (page < 0 || page >= p.num_pages) {
+      if (page[k] < 0 || page[k] >= p.num_pages) {
         if (ctid % M::kUnitsPerRow == 0) {
-          Report(p.status, kMlaBadPageId, cu, static_cast<int>(index), page);
+          Report(p.status, kMlaBadPageId, cu, static_cast<int>(it.kv_base + (j >> it.log2_page)),
+                 page[k]);
         }
       } else {
-        src.row[k] = page * p.page_size + static_cast<int32_t>(j & (p.page_size - 1));
+        src.row[k] = page[k] * p.page_size + static_cast<int32_t>(j & (p.page_size - 1));
       }
     }
   }
@@ -265,6 +274,16 @@ __device__ __forceinline__ uint32_t PAt(uint32_t p_tile, int row, int token) {
   return p_tile + row * 128 + (((token >> 3) ^ (row & 7)) << 4) + 2 * (token & 7);
 }
 
+// Where copy thread `ctid`'s 16-byte unit of tile row `row` lies in chunk 0 of a tile (chunk c:
+// c * SmemSm90::kChunk further): bf16 at its swizzled place, e4m3 in the chunk's staging half,
+// or (kRaw) in 64-byte swizzled rows at `raw_at` (RawUnit).
+template <bool kFp8, bool kRaw>
+__device__ __forceinline__ uint32_t RowUnitAt(int row, int unit, int raw_at) {
+  return !kFp8  ? ChunkUnit(row, unit)
+         : kRaw ? raw_at + RawUnit(row, unit)
+                : ChunkMap<kFp8>::kStaging + row * 64 + unit * 16;
+}
+
 // Copy thread `ctid`'s cp.async of the chunks at positions [pos0, pos1) (ChunkAt(slot, .)) of a
 // tile at `tile` from `src` rows of `rows`: bf16 units to their swizzled place, e4m3 units to
 // the chunk's staging half (kRaw: 64-byte swizzled rows at `raw_at` in the chunk, RawUnit); the
@@ -285,13 +304,34 @@ __device__ __forceinline__ void CopyChunks(const uint8_t* rows, const RowSources
     const bool valid = src.row[k] >= 0;
     const uint8_t* from =
         valid ? rows + static_cast<int64_t>(src.row[k]) * M::kRowBytes + unit * 16 : rows;
-    uint8_t* to = tile + (!kFp8  ? ChunkUnit(row, unit)
-                          : kRaw ? raw_at + RawUnit(row, unit)
-                                 : M::kStaging + row * 64 + unit * 16);
+    uint8_t* to = tile + RowUnitAt<kFp8, kRaw>(row, unit, raw_at);
 #pragma unroll
     for (int pos = pos0; pos < pos1; ++pos) {
       const int c = ChunkAt(slot, pos);
       CpAsync16(to + c * SmemSm90::kChunk, valid ? from + c * 64 * M::kElem : rows, valid);
+    }
+  }
+}
+
+// Copy thread `ctid`'s cp.async of a whole kv block of gathered rows (no TMA), row by row: a
+// row's source and destination are computed once and its nine chunks lie at constant offsets
+// from them. A producer on few registers is bound by the instructions of its copies (notes.md):
+// chunk by chunk (CopyChunks) they took ~10x as many.
+template <bool kFp8, bool kRaw>
+__device__ __forceinline__ void CopyBlockRows(const uint8_t* rows, const RowSources<kFp8>& src,
+                                              int ctid, uint8_t* tile, int raw_at) {
+  using M = ChunkMap<kFp8>;
+  const int unit = ctid % M::kUnitsPerRow, row0 = ctid / M::kUnitsPerRow;
+#pragma unroll
+  for (int k = 0; k < M::kRowsPerThread; ++k) {
+    const int row = row0 + k * M::kRowStep;
+    const bool valid = src.row[k] >= 0;
+    const uint8_t* from =
+        rows + (valid ? static_cast<int64_t>(src.row[k]) * M::kRowBytes + unit * 16 : 0);
+    uint8_t* to = tile + RowUnitAt<kFp8, kRaw>(row, unit, raw_at);
+#pragma unroll
+    for (int c = 0; c < SmemSm90::kChunks; ++c) {
+      CpAsync16(to + c * SmemSm90::kChunk, from + c * 64 * M::kElem, valid);
     }
   }
 }
@@ -410,8 +450,11 @@ __device__ __forceinline__ int32_t TmaRowOf(const MlaDecodeParams& p, const Item
 // the other way round, ChunkAt; chunk 8 after both); each chunk's copies land on landed[slot][c],
 // by cp.async, or (kTma) by one TMA load a chunk where the block allows it (TmaRowOf), with an
 // L2 evict-first hint if kEvictFirst. kRaw (e4m3 not widened): the rows stay e4m3 in 64-byte
-// swizzled rows (RawUnit), Q at each chunk's start, kv blocks in each chunk's staging half.
-template <bool kFp8, int kQRows, bool kTma, bool kEvictFirst, bool kRaw = false>
+// swizzled rows (RawUnit), Q at each chunk's start, kv blocks in each chunk's staging half, and
+// a block of gathered rows (no TMA) is copied whole once its slot is free (CopyBlockRows).
+// kL2Fill: the L2 fill ahead of the cp.async blocks (PrefetchKvBlock).
+template <bool kFp8, int kQRows, bool kTma, bool kEvictFirst, bool kRaw = false,
+          bool kL2Fill = true>
 __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
                              uint32_t seq, uint32_t item, int nblk, const TmaMap* kv_map) {
   using L = SmemSm90;
@@ -443,7 +486,7 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
     uint8_t* tile = smem + L::kKv + Ring::TileOf(slot);
     // The L2 fill, kSm90PrefetchAhead blocks ahead, of blocks that cp.async will copy (not of
     // TMA blocks: the bf16 narrow kernel read ~45% more from DRAM with it, notes.md).
-    if (t + kSm90PrefetchAhead < nblk &&
+    if (kL2Fill && t + kSm90PrefetchAhead < nblk &&
         (!kTma || WarpUniform(TmaRowOf(p, it, t + kSm90PrefetchAhead)) < 0)) {
       PrefetchKvBlock<kFp8>(p, it, t + kSm90PrefetchAhead, ctid);
     }
@@ -456,6 +499,20 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
         MLAPS_SM90_TIMED(9, MbarWait(bars.Empty(slot, w), Ring::ParityOf(n) ^ 1));
       }
     };
+    if (kRaw && tma_row < 0) {
+      // A raw ring runs three blocks ahead: the whole slot is waited for and the block copied
+      // row by row (CopyBlockRows), every chunk's arrival after all of its copies. (Chunk by
+      // chunk below, the fp8 f16pv producer on 24 registers ran sparse fp8 at 606 us, this
+      // way at 322, notes.md.)
+      wait_free(0);
+      wait_free(4);
+      CopyBlockRows<kFp8, kRaw>(kv_rows, src, ctid, tile, rows_at);
+#pragma unroll
+      for (int pos = 0; pos < L::kChunks; ++pos) {
+        CpAsyncArrive(bars.Landed(slot, ChunkAt(slot, pos)));
+      }
+      continue;
+    }
     if (tma_row < 0) {
       // A chunk's arrival (.noinc: once all of this thread's earlier copies landed) follows
       // its copies, so the converters start on chunk 0 while the later ones are in flight. (A
@@ -537,13 +594,13 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
 }
 
 // The producer's part of one item (copy or convert, by thread). Returns the item's kv blocks.
-template <bool kFp8, bool kWiden, int kQRows, bool kTma, bool kEvictFirst>
+template <bool kFp8, bool kWiden, int kQRows, bool kTma, bool kEvictFirst, bool kL2Fill>
 __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
                                uint32_t seq, uint32_t item, const TmaMap* kv_map) {
   const int nblk = BlocksOf(it);
   if ((threadIdx.x & (kSm90WgThreads - 1)) < kSm90CopyThreads) {
-    CopyItemSm90<kFp8, kQRows, kTma, kEvictFirst, kFp8 && !kWiden>(p, it, smem, cu, seq, item, nblk,
-                                                                   kv_map);
+    CopyItemSm90<kFp8, kQRows, kTma, kEvictFirst, kFp8 && !kWiden, kL2Fill>(p, it, smem, cu, seq,
+                                                                            item, nblk, kv_map);
   } else {
     ConvertItemSm90<kFp8, kWiden, kQRows>(p, smem, cu, seq, item, nblk);
   }
@@ -556,9 +613,11 @@ __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
 // `run_consumer(std::integral_constant<int, w>, item, smem, seq, items_before)` (returns the
 // item's kv blocks), one instance a consumer; with kOneConsumerCode one instance for both,
 // `run_consumer(w, ...)` with the warpgroup's index as a warp-uniform int (half the hot code
-// for the instruction caches); kEvictFirst: the TMA loads' L2 hint (CopyItemSm90).
+// for the instruction caches); kEvictFirst: the TMA loads' L2 hint, kL2Fill: the L2 fill of
+// cp.async blocks (CopyItemSm90); kConsumerRegs: the consumers' setmaxnreg count.
 template <bool kFp8, bool kWiden, int kMaxRows, bool kTma, bool kOneConsumerCode = false,
-          bool kEvictFirst = false, int kConsumerRegs = kSm90ConsumerRegs, class RunConsumer>
+          bool kEvictFirst = false, int kConsumerRegs = kSm90ConsumerRegs, bool kL2Fill = true,
+          class RunConsumer>
 __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const TmaMap* kv_map,
                                              RunConsumer&& run_consumer) {
   constexpr int kProducerRegs = Sm90ProducerRegs(kConsumerRegs);
@@ -592,8 +651,8 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
 #endif
     MLAPS_SM90_MARK(8, 0);
     WalkItems</*kRecord=*/false>(p, kMaxRows, [&](const Item& it, int cu) {
-      seq += RunProducerSm90<kFp8, kWiden, kMaxRows, kTma, kEvictFirst>(p, it, smem, cu, seq, item,
-                                                                        kv_map);
+      seq += RunProducerSm90<kFp8, kWiden, kMaxRows, kTma, kEvictFirst, kL2Fill>(p, it, smem, cu,
+                                                                                 seq, item, kv_map);
       ++item;
     });
     MLAPS_SM90_MARK(9, item);

@@ -1107,8 +1107,8 @@ TEST(MlaDecodeApi, RefusesBadParams) {
   EXPECT_NE(MlaDecodeParamsError(fp32), nullptr);
   // Which kernel runs (MlaDecodeKernelName): H = 16 at qlen 1 (16-row tiles) on the compact
   // mma.sync layout when the grid exceeds the SMs, else on the narrow-tile kernel; 64-row tiles
-  // on the dtype's 64-row wgmma kernel (fp8 with pages of 64 tokens or more: the f16 P V
-  // kernel); the narrow path refuses tiles of more than 16 rows.
+  // on the dtype's 64-row wgmma kernel (fp8, any page size: the f16 P V kernel; the f16-tile
+  // one when asked for); the narrow path refuses tiles of more than 16 rows.
   const int sms = SmCount();
   for (MlaDType dtype : {kMlaBf16, kMlaFp8E4m3fn}) {
     MlaDecodeParams k = v;
@@ -1122,11 +1122,14 @@ TEST(MlaDecodeApi, RefusesBadParams) {
     EXPECT_STREQ(MlaDecodeKernelName(k), "narrow");
     k.num_cu = sms;
     k.path = kMlaPathAuto;
-    k.tokens_per_tile = 4;  // 64 rows: fp8 on the f16 P V kernel where kv blocks are pages
-    k.page_size = 64;
-    EXPECT_STREQ(MlaDecodeKernelName(k), dtype == kMlaBf16 ? "bf16" : "f16pv");
+    k.tokens_per_tile = 4;  // 64 rows: fp8 on the f16 P V kernel, TMA or gathered blocks
+    for (int page : {64, 16, 1}) {
+      k.page_size = page;
+      EXPECT_STREQ(MlaDecodeKernelName(k), dtype == kMlaBf16 ? "bf16" : "f16pv") << page;
+    }
+    k.path = kMlaPathWgmmaF16;
+    EXPECT_STREQ(MlaDecodeKernelName(k), "f16");
     k.page_size = 16;
-    EXPECT_STREQ(MlaDecodeKernelName(k), dtype == kMlaBf16 ? "bf16" : "f16");
     k.path = kMlaPathWgmmaF16Pv;  // any tile of up to 64 rows, when asked for
     EXPECT_STREQ(MlaDecodeKernelName(k), "f16pv");
     EXPECT_EQ(MlaDecodeParamsError(k), nullptr) << MlaDecodeParamsError(k);

@@ -314,10 +314,11 @@ int Main(const Filter& filter) {
     CHECK_HIP(hipFree(dst));
   }
 
-  // Buffers for the largest shape: 1M kv tokens (both shapes), Q / O of H=128 x qlen 4.
+  // Buffers for the largest shape: 4M kv tokens (the sparse cases' 128 requests of 32768; the
+  // dense ones use 1M), Q / O of H=128 x qlen 4.
   const int page = filter.page;
   const bench::DecodeBuffers buffers =
-      bench::AllocateDecodeBuffers(int64_t{128} * 8192, int64_t{128} * 4 * 128);
+      bench::AllocateDecodeBuffers(int64_t{128} * 32768, int64_t{128} * 4 * 128);
 
   std::vector<Row> rows;
   struct Shape {
@@ -350,12 +351,14 @@ int Main(const Filter& filter) {
         }
       }
     }
-    // Sparse per-token decode (DSA): H = 128, qlen 2, topk 2048, batch 128 of 8192 cached
-    // tokens; each q token attends 2048 distinct slots drawn from its request's tokens.
-    if (filter.any || filter.sparse_only) {
-      const int batch_size = 128, ctx = 8192, qlen = 2, topk = 2048;
+    // Sparse per-token decode (DSA), FlashMLA's cases: H = 128 and 64, qlen 2, topk 2048, batch
+    // 128 of 32768 cached tokens; each q token attends 2048 distinct slots drawn from its
+    // request's tokens.
+    for (int heads : {128, 64}) {
+      if (!filter.any && !filter.sparse_only) break;
+      const int batch_size = 128, ctx = 32768, qlen = 2, topk = 2048;
       absl::StatusOr<SparseLayout> layout = MakeSparseLayout(
-          Arch::kSm90, dtype, 128, std::vector<int32_t>(batch_size, ctx), qlen, topk, batch_size);
+          Arch::kSm90, dtype, heads, std::vector<int32_t>(batch_size, ctx), qlen, topk, batch_size);
       if (!layout.ok()) {
         std::fprintf(stderr, "sparse layout: %s\n", std::string(layout.status().message()).c_str());
         return 1;

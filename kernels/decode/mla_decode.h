@@ -97,7 +97,8 @@ enum MlaStatusCode : int32_t {
   kMlaF16Range = 15,          // sm90 kernel, bf16 inputs: a Q or kv value of magnitude >= 65520
                               // or an infinity (value: its bf16 bits without the sign). The
                               // kernel computes in f16, which cannot hold it; that O is inf/NaN
-                              // (the f16 P V kernel widens V only: Q and K keep bf16's range)
+                              // (the f16 P V kernel widens V only, scaled by 2^-8: Q and K keep
+                              // bf16's range, V up to a finite magnitude of 2^24)
 };
 
 struct MlaStatus {

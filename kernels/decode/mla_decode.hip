@@ -171,14 +171,25 @@ bool UseNarrow(const MlaDecodeParams& p) {
   return p.path == kMlaPathAuto && mla::CompactLayoutFits(p) && !UseCompact(p);
 }
 
+// bf16 64-row tiles run f16 P V where it measured faster than the hi + lo kernel (notes.md,
+// session 23): kv blocks that TMA loads whole (pages of >= 64 tokens) and long requests, on
+// average >= kBf16F16PvMinTokens cached tokens by num_kv_indices (a kv_indices capacity above
+// the batch's pages only moves the choice: both kernels compute the same O). Shorter requests,
+// small pages and sparse batches are faster on hi + lo (bf16 (64,2) 32 x 1024: 80 vs 50 us).
+constexpr int64_t kBf16F16PvMinTokens = 4096;
+bool Bf16F16PvPays(const MlaDecodeParams& p) {
+  return p.page_size >= mla::SmemSm90::kTokens && p.num_requests > 0 &&
+         p.num_kv_indices * p.page_size >= kBf16F16PvMinTokens * p.num_requests;
+}
+
 // Whether the 64-row sm90 kernel with f16 P V from registers runs the launch: asked for, or
-// auto on fp8 64-row tiles at one block an SM, any page size (TMA loads whole-page blocks,
-// cp.async gathers the others, e.g. sparse: notes.md).
+// auto on 64-row tiles at one block an SM: fp8 at any page size (TMA loads whole-page blocks,
+// cp.async gathers the others, e.g. sparse: notes.md), bf16 where Bf16F16PvPays.
 bool UseF16Pv(const MlaDecodeParams& p) {
   if (!kMmaPath) return false;
   if (p.path == kMlaPathWgmmaF16Pv) return true;
-  return p.path == kMlaPathAuto && p.dtype == kMlaFp8E4m3fn && p.block_threads != 512 &&
-         !UseCompact(p) && !UseNarrow(p);
+  return p.path == kMlaPathAuto && (p.dtype == kMlaFp8E4m3fn || Bf16F16PvPays(p)) &&
+         p.block_threads != 512 && !UseCompact(p) && !UseNarrow(p);
 }
 
 // Whether another 64-row sm90 wgmma kernel runs the launch (MlaDecodePath), and which: the

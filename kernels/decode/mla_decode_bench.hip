@@ -255,8 +255,9 @@ std::vector<Setting> SettingsOf(const Batch& batch, int sms) {
   return settings;
 }
 
-// Optional: --only DTYPE,H,QLEN,BATCH,CTX runs one dense shape, --only DTYPE,sparse the sparse
-// case; --once launches it once, untimed
+// Optional: --only DTYPE,H,QLEN,BATCH,CTX runs one dense shape (any that fits the buffers:
+// BATCH x CTX <= 128 x 32768 tokens, BATCH x QLEN x H <= 128 x 4 x 128 rows), --only
+// DTYPE,sparse the sparse case; --once launches it once, untimed
 // (for a profiler: ncu -k regex:MlaDecodeKernel -c 1 ... --only bf16,16,1,128,8192 --once);
 // --page N: the dense cases' kv page size (a power of two, 1-4096; default 64, FlashMLA's).
 struct Filter {
@@ -324,8 +325,12 @@ int Main(const Filter& filter) {
   struct Shape {
     int heads, qlen;
   };
-  const Shape shapes[] = {{16, 1}, {16, 4}, {32, 3}, {64, 2}, {128, 1}, {128, 2}};
-  const std::pair<int, int> sizes[] = {{128, 8192}, {64, 16384}, {32, 1024}};
+  std::vector<Shape> shapes = {{16, 1}, {16, 4}, {32, 3}, {64, 2}, {128, 1}, {128, 2}};
+  std::vector<std::pair<int, int>> sizes = {{128, 8192}, {64, 16384}, {32, 1024}};
+  if (!filter.any && !filter.sparse_only) {  // the one dense shape asked for
+    shapes = {{filter.heads, filter.qlen}};
+    sizes = {{filter.batch, filter.ctx}};
+  }
   std::mt19937 rng(5);
   for (DType dtype : {DType::kBf16, DType::kFp8}) {
     const bool fp8 = dtype == DType::kFp8;
@@ -459,6 +464,16 @@ int main(int argc, char** argv) {
       }
       if (std::string(dtype) != "bf16" && std::string(dtype) != "fp8") {
         std::fprintf(stderr, "--only: DTYPE is bf16 or fp8, got '%s'\n", dtype);
+        return 2;
+      }
+      if (!filter.sparse_only &&
+          (filter.heads <= 0 || filter.qlen <= 0 || filter.batch <= 0 || filter.ctx <= 0 ||
+           int64_t{filter.batch} * filter.ctx > int64_t{128} * 32768 ||
+           int64_t{filter.batch} * filter.qlen * filter.heads > int64_t{128} * 4 * 128)) {
+        std::fprintf(stderr,
+                     "--only: a shape of positive sizes within the buffers (BATCH x CTX <= 128 x "
+                     "32768, BATCH x QLEN x H <= 128 x 4 x 128), got '%s'\n",
+                     only);
         return 2;
       }
       filter.dtype = dtype;

@@ -10,10 +10,12 @@
 // in one pass but needs f16 V. Widening V in shared memory costs a producer pass over every
 // block (the f16-tile kernel is bound by it); here each consumer widens only its own 256 dims
 // of V, in registers, on the way into the wgmma (A from registers), and K stays as it landed.
-// Every bf16 of magnitude in [2^-14, 65504] is an f16 (smaller ones round to the f16 quantum
-// 2^-24, far below the gates); a V value the f16 cannot hold (>= 65520, or an infinity) is
-// reported as kMlaF16Range instead of writing a wrong O. Q and K keep the full bf16 range.
-// Every e4m3 is an f16: fp8 needs no check.
+// bf16 V is scaled by 2^-8 on the way (exact: a power of two) and O by 2^8 at the end, so every
+// finite bf16 V of magnitude in [2^-6, 2^24) is an exact f16 (smaller ones round to the scaled
+// f16 quantum 2^-16, far below the gates; Q and K keep the full bf16 range); a finite V value
+// of magnitude >= 2^24 is reported as kMlaF16Range instead of writing a wrong O (an infinity
+// or NaN in V makes O non-finite as on every other kernel). Every e4m3 is an f16: fp8 needs no
+// scale and no check.
 //
 // fp8 rows stay e4m3 (64-byte swizzled, RawUnit): half a bf16 slot's bytes, so the ring has four
 // slots (KvRing<true>: the producer runs three blocks ahead), and S runs on QGMMA (m64n64k32),
@@ -49,7 +51,9 @@
 //   score_stats[n % 2]  owner of block n -> the other consumer: P(n), the row max after it and
 //                       its rescale factors published;
 //   q_empty             both consumers, once their last S of the item retired;
-//   row_l_full[i % 2]   both consumers' row sums of item i (the epilogue).
+//   row_l_full[i % 2]   both consumers' row sums of item i (the epilogue);
+//   empty_chunk[s][c]   bf16: consumer c / 4 has V chunk c of slot s in registers (the producer
+//                       refills chunks 0-7 on these, chunk 8, P^T, once both halves are free).
 #ifndef MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_F16PV_H_
 #define MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_F16PV_H_
 
@@ -189,14 +193,26 @@ __device__ __forceinline__ void RawScores(const Sm90Bars& bars, uint32_t base, u
   }
 }
 
+// bf16 V's scale on its way to f16 (2^-8 in both bf16 halves; the range it buys: the file
+// comment) and O's at the end.
+constexpr uint32_t kBf16VScale = 0x3b803b80u;
+constexpr float kBf16OUnscale = 256.0f;
+// A finite bf16 V magnitude (bits without the sign) from which the scaled f16 overflows: 2^24.
+constexpr uint32_t kBf16VBeyondF16 = 0x4b80u;
+
 // bf16: O^T[dims 256 w ..] += V^T P^T for the block in the slot at `kv`. Tile m (dims chunk
 // 4 w + m) takes four A fragments of V^T (16 dims a warp x 16 tokens a k step), loaded by
 // ldmatrix .trans from the chunk's token rows (lane: matrix j = lane / 8 holds dims + 8 (j & 1)
-// and tokens + 8 (j >> 1); its row lane % 8 is a token) and widened from bf16 to f16; P^T is
+// and tokens + 8 (j >> 1); its row lane % 8 is a token), scaled by 2^-8 and widened from bf16
+// to f16 (one mul.bf16x2 more a register: the range); P^T is
 // the rope chunk, K-major. The tiles are committed one by one, their A registers
 // double-buffered: the tile before last retires before its registers take the next tile's
-// fragments. Every tile has retired when it returns.
-__device__ __forceinline__ void Bf16PvT(uint32_t kv, int w, int wtid, float (&o)[4][32]) {
+// fragments. A V chunk is freed (empty_chunk[slot][4 w + m]) once it is in registers, so the
+// producer refills it during the rest of the P V rather than after it: the S of the owner's
+// next block in this slot follows at once (notes.md, session 23). Every tile has retired when
+// it returns.
+__device__ __forceinline__ void Bf16PvT(const Sm90Bars& bars, uint32_t kv, int slot, int w,
+                                        int wtid, float (&o)[4][32]) {
   const int warp = wtid >> 5, lane = wtid & 31;
   const int tok = 8 * (lane >> 4) + (lane & 7);
   const int unit = 2 * warp + ((lane >> 3) & 1);
@@ -211,8 +227,11 @@ __device__ __forceinline__ void Bf16PvT(uint32_t kv, int w, int wtid, float (&o)
       const int t = 16 * kk + tok;
       LdMatrixX4TransShared(a[m & 1][kk], v0 + m * L::kChunk + t * 128 + ((unit ^ (t & 7)) << 4));
 #pragma unroll
-      for (int r = 0; r < 4; ++r) a[m & 1][kk][r] = Bf16x2ToF16x2(a[m & 1][kk][r]);
+      for (int r = 0; r < 4; ++r) {
+        a[m & 1][kk][r] = Bf16x2ToF16x2(MulBf16x2(a[m & 1][kk][r], kBf16VScale));
+      }
     }
+    MbarArrive(bars.EmptyChunk(slot, 4 * w + m));  // (its ldmatrix reads ordered before)
     WgmmaFence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
@@ -278,9 +297,10 @@ struct ItemRows {
   int32_t num_pages, page_size, log2_page;
 };
 
-// The item's V (dims 0-511 of its kv rows) read again by one warp (lane `lane`): the largest bf16
-// magnitude that f16 cannot hold (>= 2^16: 65520 and up round to inf; an infinity counts, NaN
-// does not), reported as kMlaF16Range with its bits. The slow path of a non-finite O.
+// The item's V (dims 0-511 of its kv rows) read again by one warp (lane `lane`): the largest
+// finite bf16 magnitude that the scaled f16 cannot hold (>= 2^24; an infinity or NaN does not
+// count: it is an input O carries), reported as kMlaF16Range with its bits. The slow path of a
+// non-finite O.
 __device__ __noinline__ void ReportF16Range(const ItemRows r, int lane) {
   uint32_t worst = 0;
   for (int64_t j = r.begin + lane; j < r.e_lim; j += 32) {
@@ -290,7 +310,7 @@ __device__ __noinline__ void ReportF16Range(const ItemRows r, int lane) {
         r.kv_cache + (static_cast<int64_t>(page) * r.page_size + (j & (r.page_size - 1))) * kDimQk;
     for (int d = 0; d < kDimV; ++d) {
       const uint32_t mag = v[d] & 0x7fffu;
-      if (mag <= 0x7f80u && mag > worst) worst = mag;
+      if (mag < 0x7f80u && mag > worst) worst = mag;
     }
   }
 #pragma unroll
@@ -298,7 +318,7 @@ __device__ __noinline__ void ReportF16Range(const ItemRows r, int lane) {
     const uint32_t other = __shfl_xor(worst, k);
     worst = other > worst ? other : worst;
   }
-  if (lane == 0 && worst >= 0x4780u) {
+  if (lane == 0 && worst >= kBf16VBeyondF16) {
     Report(r.status, kMlaF16Range, static_cast<int>(blockIdx.x), -1, worst);
   }
 }
@@ -517,14 +537,14 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
     if constexpr (kFp8) {
       RawPvT<!kPvLate>(RawRows(at.base, slot), p_tile, w, at.wtid, o, pv_a, v_first);
     } else {
-      Bf16PvT(at.base + L::kKv + slot * L::kTile, w, at.wtid, o);
+      Bf16PvT(at.bars, at.base + L::kKv + slot * L::kTile, slot, w, at.wtid, o);
     }
     if (!kPvLate) MbarArrive(at.bars.Empty(slot, w));
   }
   retire_pv(nblk);
-  // bf16 V widened to f16: a value f16 cannot hold turns every O^T element it meets non-finite
-  // (P x inf, or 0 x inf = NaN, in the rows of its dim); only then is the item's V read again
-  // to tell that from inf / NaN inputs (ReportF16Range).
+  // bf16 V widened to f16 (scaled): a value f16 cannot hold turns every O^T element it meets
+  // non-finite (P x inf, or 0 x inf = NaN, in the rows of its dim); only then is the item's V
+  // read again to tell that from inf / NaN inputs (ReportF16Range).
   if (!kFp8) {
     bool finite = true;
 #pragma unroll
@@ -568,11 +588,12 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
       if (row < it.rows) WriteLse(p, it, row, RowLse(m[h], row_sum(row)));
     }
   }
+  const float o_scale = kFp8 ? p.kv_scale : p.kv_scale * kBf16OUnscale;
   float inv[16];
 #pragma unroll
   for (int k = 0; k < 16; ++k) {
     const float lt = row_sum(QRowOf(4 * (k >> 1) + (k & 1), at.quad));
-    inv[k] = lt > 0.0f ? p.kv_scale / lt : 0.0f;
+    inv[k] = lt > 0.0f ? o_scale / lt : 0.0f;
   }
   if constexpr (kFp8) {
     // Element i of tile t is dim 256 w + VtDim(t, M row): the thread's 8 elements of a q row
@@ -646,10 +667,11 @@ __global__ void __launch_bounds__(kF16PvThreads, 1)
   // wgmma for it (C7512), at 240 not; the producer (TMA) runs on the 24 left, spilling.
   // Its gathered (non-TMA) blocks go without the L2 fill ahead of their copies: the ring runs
   // three blocks ahead, and the fill's loads cost the 24-register producer more (sparse fp8
-  // 322 -> 308-310 us, notes.md).
+  // 322 -> 308-310 us, notes.md). bf16 consumers free each V chunk once it is in registers
+  // (kChunkFree, Bf16PvT).
   constexpr int kConsumerRegs = kFp8 ? 240 : kSm90ConsumerRegs;
   RunSm90Block<kFp8, /*kWiden=*/false, SmemSm90::kRows, /*kTma=*/true, /*kOneConsumerCode=*/true,
-               /*kEvictFirst=*/true, kConsumerRegs, /*kL2Fill=*/!kFp8>(
+               /*kEvictFirst=*/true, kConsumerRegs, /*kL2Fill=*/!kFp8, /*kChunkFree=*/!kFp8>(
       p, &kv_map, [&](int w, const Item& it, uint8_t* smem, uint32_t seq, uint32_t item) {
         return RunConsumer<kFp8>(p, it, smem, seq, item, w);
       });

@@ -61,9 +61,11 @@ struct SmemSm90 {
   static constexpr int kQFull = kQLanded + 1;
   static constexpr int kQEmpty = kQFull + 1;
   static constexpr int kStats = kQEmpty + 1;
-  static constexpr int kRowLFull = kStats + 1;       //   [item % 2]: both consumers' row sums
-  static constexpr int kScoreStats = kRowLFull + 2;  // [block % 2]: f16pv, P and stats out
-  static constexpr int kNumBars = kScoreStats + 2;
+  static constexpr int kRowLFull = kStats + 1;         //   [item % 2]: both consumers' row sums
+  static constexpr int kScoreStats = kRowLFull + 2;    // [block % 2]: f16pv, P and stats out
+  static constexpr int kEmptyChunk = kScoreStats + 2;  // [2 slots][8 chunks]: bf16 f16pv, a V
+                                                       // chunk read (CopyItemSm90's kChunkFree)
+  static constexpr int kNumBars = kEmptyChunk + 2 * 8;
   static constexpr int kUsed = kBars + kNumBars * 8;
   // The 128-byte swizzle repeats every 1024 bytes and wgmma assumes chunk bases on that
   // grid: the dynamic shared memory base is rounded up to it.
@@ -419,6 +421,10 @@ struct Sm90Bars {
   __device__ uint32_t ScoreStats(uint32_t n) const {
     return base + 8 * (SmemSm90::kScoreStats + (n & 1));
   }
+  // Chunk c (0-7) of slot `slot` (0, 1) read by its consumer (kChunkFree kernels).
+  __device__ uint32_t EmptyChunk(int slot, int c) const {
+    return base + 8 * (SmemSm90::kEmptyChunk + slot * 8 + c);
+  }
 };
 
 // The blocks of an item: (e_lim - begin) / 64 rounded up, the same in every thread.
@@ -452,9 +458,11 @@ __device__ __forceinline__ int32_t TmaRowOf(const MlaDecodeParams& p, const Item
 // L2 evict-first hint if kEvictFirst. kRaw (e4m3 not widened): the rows stay e4m3 in 64-byte
 // swizzled rows (RawUnit), Q at each chunk's start, kv blocks in each chunk's staging half, and
 // a block of gathered rows (no TMA) is copied whole once its slot is free (CopyBlockRows).
-// kL2Fill: the L2 fill ahead of the cp.async blocks (PrefetchKvBlock).
+// kL2Fill: the L2 fill ahead of the cp.async blocks (PrefetchKvBlock). kChunkFree (a two-slot
+// ring whose consumers free each V chunk once they read it, the bf16 f16pv kernel): chunks 0-7
+// are refilled as empty_chunk[slot][c] says, chunk 8 once both halves were freed.
 template <bool kFp8, int kQRows, bool kTma, bool kEvictFirst, bool kRaw = false,
-          bool kL2Fill = true>
+          bool kL2Fill = true, bool kChunkFree = false>
 __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
                              uint32_t seq, uint32_t item, int nblk, const TmaMap* kv_map) {
   using L = SmemSm90;
@@ -493,6 +501,17 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
     // Positions 0-3 once their half was freed, then 4-8 (chunk 8 needs both). (A kernel whose
     // consumer reads a whole block frees both halves: the narrow fp8 one.)
     auto wait_free = [&](int pos) {
+      if constexpr (kChunkFree) {
+        static_assert(!kRaw && Ring::kSlots == 2, "chunk frees: the two-slot ring");
+        const int c = ChunkAt(slot, pos);
+        if (n >= Ring::kSlots && c < 8) {
+          MLAPS_SM90_TIMED(9, MbarWait(bars.EmptyChunk(slot, c), Ring::ParityOf(n) ^ 1));
+        } else if (n >= Ring::kSlots) {
+          MLAPS_SM90_TIMED(9, MbarWait(bars.Empty(slot, 0), Ring::ParityOf(n) ^ 1));
+          MLAPS_SM90_TIMED(9, MbarWait(bars.Empty(slot, 1), Ring::ParityOf(n) ^ 1));
+        }
+        return;
+      }
       if (n >= Ring::kSlots && (pos == 0 || pos == 4)) {
         const int w = (pos == 0) == ((slot & 1) == 0) ? 0 : 1;
         MLAPS_SM90_MARK(6, n * 16 + pos);
@@ -594,13 +613,14 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
 }
 
 // The producer's part of one item (copy or convert, by thread). Returns the item's kv blocks.
-template <bool kFp8, bool kWiden, int kQRows, bool kTma, bool kEvictFirst, bool kL2Fill>
+template <bool kFp8, bool kWiden, int kQRows, bool kTma, bool kEvictFirst, bool kL2Fill,
+          bool kChunkFree>
 __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
                                uint32_t seq, uint32_t item, const TmaMap* kv_map) {
   const int nblk = BlocksOf(it);
   if ((threadIdx.x & (kSm90WgThreads - 1)) < kSm90CopyThreads) {
-    CopyItemSm90<kFp8, kQRows, kTma, kEvictFirst, kFp8 && !kWiden, kL2Fill>(p, it, smem, cu, seq,
-                                                                            item, nblk, kv_map);
+    CopyItemSm90<kFp8, kQRows, kTma, kEvictFirst, kFp8 && !kWiden, kL2Fill, kChunkFree>(
+        p, it, smem, cu, seq, item, nblk, kv_map);
   } else {
     ConvertItemSm90<kFp8, kWiden, kQRows>(p, smem, cu, seq, item, nblk);
   }
@@ -614,10 +634,11 @@ __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
 // item's kv blocks), one instance a consumer; with kOneConsumerCode one instance for both,
 // `run_consumer(w, ...)` with the warpgroup's index as a warp-uniform int (half the hot code
 // for the instruction caches); kEvictFirst: the TMA loads' L2 hint, kL2Fill: the L2 fill of
-// cp.async blocks (CopyItemSm90); kConsumerRegs: the consumers' setmaxnreg count.
+// cp.async blocks (CopyItemSm90); kConsumerRegs: the consumers' setmaxnreg count; kChunkFree:
+// the consumers free each V chunk of a two-slot ring on its own (CopyItemSm90).
 template <bool kFp8, bool kWiden, int kMaxRows, bool kTma, bool kOneConsumerCode = false,
           bool kEvictFirst = false, int kConsumerRegs = kSm90ConsumerRegs, bool kL2Fill = true,
-          class RunConsumer>
+          bool kChunkFree = false, class RunConsumer>
 __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const TmaMap* kv_map,
                                              RunConsumer&& run_consumer) {
   constexpr int kProducerRegs = Sm90ProducerRegs(kConsumerRegs);
@@ -651,8 +672,8 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
 #endif
     MLAPS_SM90_MARK(8, 0);
     WalkItems</*kRecord=*/false>(p, kMaxRows, [&](const Item& it, int cu) {
-      seq += RunProducerSm90<kFp8, kWiden, kMaxRows, kTma, kEvictFirst, kL2Fill>(p, it, smem, cu,
-                                                                                 seq, item, kv_map);
+      seq += RunProducerSm90<kFp8, kWiden, kMaxRows, kTma, kEvictFirst, kL2Fill, kChunkFree>(
+          p, it, smem, cu, seq, item, kv_map);
       ++item;
     });
     MLAPS_SM90_MARK(9, item);

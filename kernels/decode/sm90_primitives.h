@@ -174,6 +174,14 @@ __device__ __forceinline__ uint4 LoadGlobal16(const void* p) {
 __device__ __forceinline__ uint32_t Bf16x2ToF16x2(uint32_t two) {
   return mlaps_emu::Bf16x2ToF16x2(two);
 }
+__device__ __forceinline__ uint32_t MulBf16x2(uint32_t a, uint32_t b) {
+  auto half = [&](int k) {
+    const float x = Bf16ToFloat(static_cast<uint16_t>(a >> k));
+    const float y = Bf16ToFloat(static_cast<uint16_t>(b >> k));
+    return static_cast<uint32_t>(FloatToBf16(x * y)) << k;  // bf16 x bf16 is exact in fp32
+  };
+  return half(0) | half(16);
+}
 __device__ __forceinline__ void StoreShared16(uint32_t addr, uint16_t v) {
   memcpy(mlaps_emu::SmemBytes(addr, 2), &v, 2);
 }
@@ -662,6 +670,13 @@ __device__ __forceinline__ uint32_t Bf16x2ToF16x2(uint32_t two) {
   asm("cvt.rn.f16x2.f32 %0, %1, %2;\n"
       : "=r"(out)
       : "f"(__uint_as_float(two & 0xffff0000u)), "f"(__uint_as_float(two << 16)));
+  return out;
+}
+
+// a x b per bf16 half, round to nearest even (mul.rn.bf16x2: sm_90).
+__device__ __forceinline__ uint32_t MulBf16x2(uint32_t a, uint32_t b) {
+  uint32_t out;
+  asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(out) : "r"(a), "r"(b));
   return out;
 }
 

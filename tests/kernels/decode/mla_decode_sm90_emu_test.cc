@@ -277,23 +277,43 @@ TEST(MlaDecodeSm90F16EmuTest, StatusWordReportsABf16ValueBeyondF16) {
   EXPECT_EQ(RunSm90(kF16Tile, c, PlanForTest(batch, 1)).status.code, kMlaF16Range);
 }
 
-// The f16 P V kernel widens only V (dims 0-511) to f16: a V value f16 cannot hold is reported
-// with its bf16 bits; Q and the rope dims (S in bf16) keep the full bf16 range.
-TEST(MlaDecodeSm90F16PvEmuTest, ReportsAVValueBeyondF16) {
+// The f16 P V kernel widens only V (dims 0-511) to f16, scaled by 2^-8: a finite V value of
+// magnitude >= 2^24 (which the scaled f16 cannot hold) is reported with its bf16 bits; below it
+// V is exact (70144 and -65280 are beyond f16 unscaled, and O matches the executor's); Q and the
+// rope dims (S in bf16) keep the full bf16 range.
+TEST(MlaDecodeSm90F16PvEmuTest, ReportsAVValueBeyondTheScaledF16) {
   const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 1, 1, 70, 64);
   sim::DecodeCase c = sim::MakeDecodeCase(batch, 25);
   const int64_t row = int64_t{c.kv_indices[0]} * batch.page_size;
-  c.kv_cache[(row + 5) * kHeadDimQk + 7] = 70144.0f;  // a bf16 (0x4789); f16 tops out at 65504
+  const int64_t at = (row + 5) * kHeadDimQk + 7;
+  c.kv_cache[at] = 16777216.0f;  // 2^24, a bf16 (0x4b80): 2^16 after the scale, f16 inf
   const DecodeRunResult got = RunSm90(kF16Pv, c, PlanForTest(batch, 1));
   EXPECT_EQ(got.error, "");
   EXPECT_EQ(got.status.code, kMlaF16Range);
-  EXPECT_EQ(got.status.value, 0x4789);
-  // 65280 (0x477f) is the largest bf16 that f16 holds: no report.
-  c.kv_cache[(row + 5) * kHeadDimQk + 7] = -65280.0f;
+  EXPECT_EQ(got.status.value, 0x4b80);
+  // 2^24 - 2^16 (0x4b7f) is the largest bf16 that the scaled f16 holds: no report.
+  c.kv_cache[at] = -16711680.0f;
   EXPECT_EQ(RunSm90(kF16Pv, c, PlanForTest(batch, 1)).status.code, kMlaOk);
   // Token 65 (page 1: the second kv block, the other consumer's own block and slot).
-  c.kv_cache[(int64_t{c.kv_indices[1]} * batch.page_size + 1) * kHeadDimQk + 300] = -98304.0f;
-  EXPECT_EQ(RunSm90(kF16Pv, c, PlanForTest(batch, 1)).status.code, kMlaF16Range);
+  c.kv_cache[(int64_t{c.kv_indices[1]} * batch.page_size + 1) * kHeadDimQk + 300] = -33554432.0f;
+  const DecodeRunResult second = RunSm90(kF16Pv, c, PlanForTest(batch, 1));
+  EXPECT_EQ(second.status.code, kMlaF16Range);
+  EXPECT_EQ(second.status.value, 0x4c00);
+}
+
+TEST(MlaDecodeSm90F16PvEmuTest, Bf16VBeyondUnscaledF16IsExact) {
+  const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 64, 1, 1, 130, 64);
+  sim::DecodeCase c = sim::MakeDecodeCase(batch, 31);
+  // V dims are K dims too: Q's are zeroed so that the logits stay moderate (S is not the point).
+  for (int h = 0; h < batch.num_heads; ++h) {
+    for (const int d : {7, 300}) c.q[h * kHeadDimQk + d] = 0.0f;
+  }
+  const int64_t row0 = int64_t{c.kv_indices[0]} * batch.page_size;
+  const int64_t row1 = int64_t{c.kv_indices[1]} * batch.page_size;
+  c.kv_cache[(row0 + 5) * kHeadDimQk + 7] = 70144.0f;     // consumer 0's dims
+  c.kv_cache[(row1 + 3) * kHeadDimQk + 300] = -98304.0f;  // consumer 1's, the other block
+  c.kv_cache[(row0 + 9) * kHeadDimQk + 400] = 1.0e-5f;    // below 2^-6: a scaled subnormal
+  CheckSm90Case(kF16Pv, c, PlanForTest(batch, 1), "bf16 H64 q1 V beyond unscaled f16");
 }
 
 TEST(MlaDecodeSm90F16PvEmuTest, Bf16BeyondF16InQAndRopeIsExact) {

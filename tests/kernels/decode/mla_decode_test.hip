@@ -880,10 +880,12 @@ TEST_F(MlaDecodeGpu, StatusWordReportsBadPlans) {
   }
 }
 
-// The f16 P V kernel widens V to f16 in registers: a bf16 V value f16 cannot hold is found
-// through the non-finite O it makes on the GPU's tensor cores (P x inf, and 0 x inf = NaN in
-// the rows that do not see it) and reported with its bits; the largest bf16 f16 holds is not.
-TEST_F(MlaDecodeGpu, F16PvReportsAVValueBeyondF16) {
+// The f16 P V kernel widens V to f16 in registers, scaled by 2^-8: a bf16 V value the scaled
+// f16 cannot hold (>= 2^24) is found through the non-finite O it makes on the GPU's tensor cores
+// (P x inf, and 0 x inf = NaN in the rows that do not see it) and reported with its bits; the
+// largest bf16 it holds is not, nor are values beyond the unscaled f16 (the CPU emulation checks
+// their O).
+TEST_F(MlaDecodeGpu, F16PvReportsAVValueBeyondTheScaledF16) {
   const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 64, 2, 1, 300, 64);
   sim::DecodeCase c = sim::MakeDecodeCase(batch, 17);
   const WorkPlan plan = Plan(batch, 3);
@@ -892,9 +894,10 @@ TEST_F(MlaDecodeGpu, F16PvReportsAVValueBeyondF16) {
   const int64_t at =
       (int64_t{c.kv_indices[c.batch.kv_indptr[1] + 2]} * batch.page_size + 2) * kHeadDimQk + 300;
   std::vector<float> o, lse;
-  for (const auto& [value, code] : {std::pair<float, int32_t>{70144.0f, kMlaF16Range},
-                                    {-98304.0f, kMlaF16Range},
-                                    {-65280.0f, kMlaOk}}) {
+  for (const auto& [value, code] : {std::pair<float, int32_t>{16777216.0f, kMlaF16Range},
+                                    {-33554432.0f, kMlaF16Range},
+                                    {-16711680.0f, kMlaOk},
+                                    {70144.0f, kMlaOk}}) {
     c.kv_cache[at] = value;
     MlaStatus status{};
     RunCase(c, plan, &o, &lse, &status);
@@ -1107,7 +1110,8 @@ TEST(MlaDecodeApi, RefusesBadParams) {
   EXPECT_NE(MlaDecodeParamsError(fp32), nullptr);
   // Which kernel runs (MlaDecodeKernelName): H = 16 at qlen 1 (16-row tiles) on the compact
   // mma.sync layout when the grid exceeds the SMs, else on the narrow-tile kernel; 64-row tiles
-  // on the dtype's 64-row wgmma kernel (fp8, any page size: the f16 P V kernel; the f16-tile
+  // on the dtype's 64-row wgmma kernel (fp8, any page size: the f16 P V kernel; bf16: the f16 P V
+  // kernel on pages of >= 64 tokens with >= 4096 tokens a request, else hi + lo; the f16-tile
   // one when asked for); the narrow path refuses tiles of more than 16 rows.
   const int sms = SmCount();
   for (MlaDType dtype : {kMlaBf16, kMlaFp8E4m3fn}) {
@@ -1127,6 +1131,19 @@ TEST(MlaDecodeApi, RefusesBadParams) {
       k.page_size = page;
       EXPECT_STREQ(MlaDecodeKernelName(k), dtype == kMlaBf16 ? "bf16" : "f16pv") << page;
     }
+    // bf16 long requests on whole-page blocks: 2 requests of 64 pages of 64 tokens (4096 each)
+    // on f16 P V, one page less on hi + lo, and never at pages of 16 tokens.
+    k.num_requests = 2;
+    k.page_size = 64;
+    k.num_kv_indices = 2 * 64;
+    EXPECT_STREQ(MlaDecodeKernelName(k), "f16pv");
+    k.num_kv_indices = 2 * 64 - 1;
+    EXPECT_STREQ(MlaDecodeKernelName(k), dtype == kMlaBf16 ? "bf16" : "f16pv");
+    k.page_size = 16;
+    k.num_kv_indices = 2 * 64 * 4;
+    EXPECT_STREQ(MlaDecodeKernelName(k), dtype == kMlaBf16 ? "bf16" : "f16pv");
+    k.num_requests = 1;
+    k.num_kv_indices = 0;
     k.path = kMlaPathWgmmaF16;
     EXPECT_STREQ(MlaDecodeKernelName(k), "f16");
     k.page_size = 16;

@@ -200,38 +200,49 @@ constexpr float kBf16OUnscale = 256.0f;
 // A finite bf16 V magnitude (bits without the sign) from which the scaled f16 overflows: 2^24.
 constexpr uint32_t kBf16VBeyondF16 = 0x4b80u;
 
-// bf16: O^T[dims 256 w ..] += V^T P^T for the block in the slot at `kv`. Tile m (dims chunk
-// 4 w + m) takes four A fragments of V^T (16 dims a warp x 16 tokens a k step), loaded by
-// ldmatrix .trans from the chunk's token rows (lane: matrix j = lane / 8 holds dims + 8 (j & 1)
-// and tokens + 8 (j >> 1); its row lane % 8 is a token), scaled by 2^-8 and widened from bf16
-// to f16 (one mul.bf16x2 more a register: the range); P^T is
-// the rope chunk, K-major. The tiles are committed one by one, their A registers
-// double-buffered: the tile before last retires before its registers take the next tile's
-// fragments. A V chunk is freed (empty_chunk[slot][4 w + m]) once it is in registers, so the
-// producer refills it during the rest of the P V rather than after it: the S of the owner's
-// next block in this slot follows at once (notes.md, session 23). Every tile has retired when
-// it returns.
-__device__ __forceinline__ void Bf16PvT(const Sm90Bars& bars, uint32_t kv, int slot, int w,
-                                        int wtid, float (&o)[4][32]) {
+// bf16: the V^T fragments of dims tile m of consumer w (chunk 4 w + m of the slot at `kv`) as
+// they lie in shared memory: 16 dims a warp x 16 tokens a k step, by ldmatrix .trans from the
+// chunk's token rows (lane: matrix j = lane / 8 holds dims + 8 (j & 1) and tokens + 8 (j >> 1);
+// its row lane % 8 is a token).
+__device__ __forceinline__ void LoadBf16VtTile(uint32_t kv, int w, int m, int wtid,
+                                               uint32_t (&raw)[4][4]) {
   const int warp = wtid >> 5, lane = wtid & 31;
   const int tok = 8 * (lane >> 4) + (lane & 7);
   const int unit = 2 * warp + ((lane >> 3) & 1);
+  const uint32_t chunk = kv + (4 * w + m) * L::kChunk;
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    const int t = 16 * kk + tok;
+    LdMatrixX4TransShared(raw[kk], chunk + t * 128 + ((unit ^ (t & 7)) << 4));
+  }
+}
+
+// bf16: O^T[dims 256 w ..] += V^T P^T for the block in the slot at `kv`. Tile m (dims chunk
+// 4 w + m) takes the four A fragments of LoadBf16VtTile, scaled by 2^-8 and widened from bf16 to
+// f16 (one mul.bf16x2 more a register: the range); P^T is the rope chunk, K-major. The tiles
+// are committed one by one, their A registers double-buffered (the tile before last retires
+// before its registers take the next tile's fragments), and the next tile's fragments are
+// loaded before a tile's wgmmas issue, their shared-memory latency behind them (tile 0's,
+// `raw`, by the caller, beside the rescale's loads). A V chunk is freed
+// (empty_chunk[slot][4 w + m]) once its fragments are in registers, so the producer refills it
+// during the rest of the P V rather than after it: the S of the owner's next block in this slot
+// follows at once (notes.md, session 23). Every tile has retired when it returns.
+__device__ __forceinline__ void Bf16PvT(const Sm90Bars& bars, uint32_t kv, int slot, int w,
+                                        int wtid, float (&o)[4][32], uint32_t (&raw)[4][4]) {
   const uint64_t p0 = MatrixDesc(kv + 8 * L::kChunk, 16, 1024, kSwizzle128B);
-  const uint32_t v0 = kv + 4 * w * L::kChunk;
   uint32_t a[2][4][4];
 #pragma unroll
   for (int m = 0; m < 4; ++m) {
     if (m >= 2) WgmmaWait<1>();  // tile m - 2 retired: its A registers are free
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      const int t = 16 * kk + tok;
-      LdMatrixX4TransShared(a[m & 1][kk], v0 + m * L::kChunk + t * 128 + ((unit ^ (t & 7)) << 4));
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        a[m & 1][kk][r] = Bf16x2ToF16x2(MulBf16x2(a[m & 1][kk][r], kBf16VScale));
+        a[m & 1][kk][r] = Bf16x2ToF16x2(MulBf16x2(raw[kk][r], kBf16VScale));
       }
     }
-    MbarArrive(bars.EmptyChunk(slot, 4 * w + m));  // (its ldmatrix reads ordered before)
+    MbarArrive(bars.EmptyChunk(slot, 4 * w + m));  // its fragments are in registers
+    if (m < 3) LoadBf16VtTile(kv, w, m + 1, wtid, raw);
     WgmmaFence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
@@ -527,17 +538,20 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
         retire_pv(i);
       }
     }
-    // fp8: the P V's first V bytes are loaded before the rescale reads its flags (both loads'
-    // latencies at once).
+    // The P V's first V bytes (fp8: its first k step's; bf16: its first tile's) are loaded
+    // before the rescale reads its flags (both loads' latencies at once).
     uint2 v_first[4];
+    uint32_t vt_first[4][4];
     if constexpr (kFp8) {
       LoadVtStep(RawRows(at.base, slot) + 4 * w * L::kChunk, 0, at.wtid, v_first);
+    } else {
+      LoadBf16VtTile(at.base + L::kKv + slot * L::kTile, w, 0, at.wtid, vt_first);
     }
     RescaleO(at, o, n);
     if constexpr (kFp8) {
       RawPvT<!kPvLate>(RawRows(at.base, slot), p_tile, w, at.wtid, o, pv_a, v_first);
     } else {
-      Bf16PvT(at.bars, at.base + L::kKv + slot * L::kTile, slot, w, at.wtid, o);
+      Bf16PvT(at.bars, at.base + L::kKv + slot * L::kTile, slot, w, at.wtid, o, vt_first);
     }
     if (!kPvLate) MbarArrive(at.bars.Empty(slot, w));
   }

@@ -152,6 +152,7 @@ bool StepPlannerMatchesHost(const GpuPlannerParams& gp, const WorkPlan& plan,
 struct Setting {
   int kv_lanes = 0;
   int blocks_per_sm = 0;
+  int fixed_overhead = -1;  // PlanOptions::fixed_overhead (--fixed-overhead; -1: the default)
 };
 
 bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const char* kind,
@@ -161,6 +162,7 @@ bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const ch
   const bool fp8 = batch.kv_dtype == DType::kFp8;
   PlanOptions options;
   options.kv_lanes = setting.kv_lanes;
+  options.fixed_overhead = setting.fixed_overhead;
   if (setting.blocks_per_sm > 0) options.num_cu = num_cu * setting.blocks_per_sm;
   absl::StatusOr<WorkPlan> plan = setting.blocks_per_sm > 0
                                       ? PlanDecode(batch, options)
@@ -259,7 +261,9 @@ std::vector<Setting> SettingsOf(const Batch& batch, int sms) {
 // BATCH x CTX <= 128 x 32768 tokens, BATCH x QLEN x H <= 128 x 4 x 128 rows), --only
 // DTYPE,sparse the sparse case; --once launches it once, untimed
 // (for a profiler: ncu -k regex:MlaDecodeKernel -c 1 ... --only bf16,16,1,128,8192 --once);
-// --page N: the dense cases' kv page size (a power of two, 1-4096; default 64, FlashMLA's).
+// --page N: the dense cases' kv page size (a power of two, 1-4096; default 64, FlashMLA's);
+// --fixed-overhead N: plans charge each work item N kv blocks (PlanOptions::fixed_overhead)
+// instead of the registry's calibrated item cost (how much splitting tiles pays).
 struct Filter {
   bool any = true;
   std::string dtype;
@@ -267,7 +271,8 @@ struct Filter {
   bool sparse_only = false;  // --only DTYPE,sparse
   int page = 64;
   bool once = false;
-  std::string peer_json;  // --peer FILE: FlashMLA's flashmla.json from the same device call
+  std::string peer_json;    // --peer FILE: FlashMLA's flashmla.json from the same device call
+  int fixed_overhead = -1;  // --fixed-overhead N: every setting's items charged N blocks
 };
 
 int Main(const Filter& filter) {
@@ -348,7 +353,8 @@ int Main(const Filter& filter) {
         // Pages scattered over the cache (a shuffled page table).
         const std::vector<int32_t> pages = bench::ShuffledPages(batch, rng);
         const double sum_kv = static_cast<double>(batch_size) * ctx;
-        for (const Setting& setting : SettingsOf(batch, num_cu)) {
+        for (Setting setting : SettingsOf(batch, num_cu)) {
+          setting.fixed_overhead = filter.fixed_overhead;
           if (!MeasureCase(batch, pages, "dense", batch_size, ctx, s.qlen, sum_kv, s.qlen * sum_kv,
                            buffers, num_cu, stream, filter.once, setting, &rows)) {
             return 1;
@@ -375,7 +381,8 @@ int Main(const Filter& filter) {
         slots.insert(slots.end(), perm.begin(), perm.begin() + topk);
       }
       const double pairs = static_cast<double>(layout->token_to_seq.size()) * topk;
-      for (const Setting& setting : SettingsOf(layout->batch, num_cu)) {
+      for (Setting setting : SettingsOf(layout->batch, num_cu)) {
+        setting.fixed_overhead = filter.fixed_overhead;
         if (!MeasureCase(layout->batch, slots, "sparse2048", batch_size, ctx, qlen, pairs, pairs,
                          buffers, num_cu, stream, filter.once, setting, &rows)) {
           return 1;
@@ -443,6 +450,13 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg == "--once") {
       filter.once = true;
+    } else if (arg == "--fixed-overhead" && i + 1 < argc) {
+      filter.fixed_overhead = std::atoi(argv[++i]);
+      if (filter.fixed_overhead < 0) {
+        std::fprintf(stderr, "--fixed-overhead N: blocks an item is charged, >= 0, got '%s'\n",
+                     argv[i]);
+        return 2;
+      }
     } else if (arg == "--peer" && i + 1 < argc) {
       filter.peer_json = argv[++i];
     } else if (arg == "--page" && i + 1 < argc) {
@@ -481,7 +495,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--only DTYPE,H,QLEN,BATCH,CTX | --only DTYPE,sparse] [--once] "
-                   "[--page N] "
+                   "[--page N] [--fixed-overhead N] "
                    "[--peer flashmla.json]\n",
                    argv[0]);
       return 2;

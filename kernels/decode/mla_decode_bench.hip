@@ -240,19 +240,22 @@ bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const ch
 // The settings a shape is measured with: the defaults; the other side of kv lanes as well
 // when lanes change the plan (kMaxKvLanes where the default has none, none where it has them);
 // two blocks an SM as well where the tiles hold <= 16 rows (the compact layout; so one run
-// compares it with the default narrow-tile kernel).
-std::vector<Setting> SettingsOf(const Batch& batch, int sms) {
-  std::vector<Setting> settings = {Setting{}};
-  PlanOptions options;
+// compares it with the default narrow-tile kernel). Every setting charges items
+// `fixed_overhead` blocks (-1: the registry's item cost).
+std::vector<Setting> SettingsOf(const Batch& batch, int sms, int fixed_overhead) {
+  std::vector<Setting> settings = {Setting{0, 0, fixed_overhead}};
+  PlanOptions plain_options;
+  plain_options.fixed_overhead = fixed_overhead;
+  PlanOptions options = plain_options;
   options.kv_lanes = kMaxKvLanes;
   absl::StatusOr<WorkPlan> lanes = bench::PlanForDevice(batch, options, sms);
-  absl::StatusOr<WorkPlan> plain = bench::PlanForDevice(batch, PlanOptions{}, sms);
+  absl::StatusOr<WorkPlan> plain = bench::PlanForDevice(batch, plain_options, sms);
   if (lanes.ok() && plain.ok() && lanes->kv_lanes > 1) {
-    settings.push_back(Setting{plain->kv_lanes == 1 ? kMaxKvLanes : 1, 0});
+    settings.push_back(Setting{plain->kv_lanes == 1 ? kMaxKvLanes : 1, 0, fixed_overhead});
   }
   if (plain.ok() && plain->num_cu == sms &&
       batch.num_heads / plain->head_fold * plain->tokens_per_tile <= 16) {
-    settings.push_back(Setting{0, 2});
+    settings.push_back(Setting{0, 2, fixed_overhead});
   }
   return settings;
 }
@@ -353,8 +356,7 @@ int Main(const Filter& filter) {
         // Pages scattered over the cache (a shuffled page table).
         const std::vector<int32_t> pages = bench::ShuffledPages(batch, rng);
         const double sum_kv = static_cast<double>(batch_size) * ctx;
-        for (Setting setting : SettingsOf(batch, num_cu)) {
-          setting.fixed_overhead = filter.fixed_overhead;
+        for (const Setting& setting : SettingsOf(batch, num_cu, filter.fixed_overhead)) {
           if (!MeasureCase(batch, pages, "dense", batch_size, ctx, s.qlen, sum_kv, s.qlen * sum_kv,
                            buffers, num_cu, stream, filter.once, setting, &rows)) {
             return 1;
@@ -381,8 +383,7 @@ int Main(const Filter& filter) {
         slots.insert(slots.end(), perm.begin(), perm.begin() + topk);
       }
       const double pairs = static_cast<double>(layout->token_to_seq.size()) * topk;
-      for (Setting setting : SettingsOf(layout->batch, num_cu)) {
-        setting.fixed_overhead = filter.fixed_overhead;
+      for (const Setting& setting : SettingsOf(layout->batch, num_cu, filter.fixed_overhead)) {
         if (!MeasureCase(layout->batch, slots, "sparse2048", batch_size, ctx, qlen, pairs, pairs,
                          buffers, num_cu, stream, filter.once, setting, &rows)) {
           return 1;

@@ -71,6 +71,10 @@ int DefaultFixedOverhead(const ResolvedVariant& variant, Arch arch, int page_siz
   return static_cast<int>(std::clamp(blocks, 1.0, static_cast<double>(1 << 20)));
 }
 
+double SplitReduceNs(const proto::ReduceCost& reduce, int rows, int grid) {
+  return reduce.ns_per_launch() + 2.0 * rows * reduce.ns_per_partial_row() * grid;
+}
+
 absl::StatusOr<PlanOptions> ResolveOptions(const Batch& batch, const PlanOptions& options) {
   PlanOptions o = options;
   if (o.num_cu == 0) o.num_cu = DefaultNumCu(batch.arch);
@@ -84,15 +88,16 @@ absl::StatusOr<PlanOptions> ResolveOptions(const Batch& batch, const PlanOptions
         absl::StrCat("kv_granularity = ", o.kv_granularity,
                      ": must be a power of two in [1, 65536] (0: max(16, page_size))"));
   }
+  // The variant at the batch's largest qlen (one at least); a batch no variant serves takes
+  // AITER's default charge here and fails where the variant is needed.
+  absl::StatusOr<ResolvedVariant> variant = absl::UnknownError("not needed");
   if (o.fixed_overhead == -1) {
-    // The variant at the batch's largest qlen (one at least); a batch no variant serves takes
-    // AITER's default here and fails where the variant is needed.
     VariantQuery vq = VariantQueryOf(batch, o.lse);
     vq.qlen = std::max(1, vq.qlen);
-    absl::StatusOr<ResolvedVariant> v = ResolveVariant(vq);
-    o.fixed_overhead = v.ok() ? DefaultFixedOverhead(*v, batch.arch, batch.page_size,
-                                                     o.kv_granularity, options.num_cu)
-                              : std::max<int>(1, CeilDiv(16, batch.page_size));
+    variant = ResolveVariant(vq);
+    o.fixed_overhead = variant.ok() ? DefaultFixedOverhead(*variant, batch.arch, batch.page_size,
+                                                           o.kv_granularity, options.num_cu)
+                                    : std::max<int>(1, CeilDiv(16, batch.page_size));
   }
   if (o.fixed_overhead < 0 || o.fixed_overhead > (1 << 20)) {
     return absl::InvalidArgumentError(absl::StrCat("fixed_overhead = ", o.fixed_overhead,
@@ -107,7 +112,68 @@ absl::StatusOr<PlanOptions> ResolveOptions(const Batch& batch, const PlanOptions
     return absl::InvalidArgumentError(
         absl::StrCat("kv_lanes = ", o.kv_lanes, ": must be in [1, 64] (0: the arch's default)"));
   }
+  if (variant.ok() && ValidateBatch(batch).ok()) {
+    PlanOptions planned = o;  // on the grid PlanDecodeInto plans
+    if (options.num_cu == 0) planned.num_cu *= variant->blocks_per_cu;
+    o.fixed_overhead = BatchFixedOverhead(batch, *variant, planned);
+  }
   return o;
+}
+
+namespace {
+
+// The time (ns) the variant's registry costs predict for the plan `o` makes of `tiles`
+// (request order): the busiest CU's items (kv blocks x ns_per_block + ns_per_item each,
+// `unit`) plus the reduce of the split tiles (the registry's reduce entry).
+double PredictedPlanNs(const std::vector<QoTile>& tiles, const ResolvedVariant& variant,
+                       const PlanOptions& o, int page_size, const UnitCosts& unit) {
+  const bool greedy = o.policy == PlanPolicy::kGreedyPayload;
+  const int lanes = greedy ? KvLanes(tiles, o.num_cu, o.kv_lanes) : 1;
+  const std::vector<QoTile> ordered = LaneMajorTiles(tiles, lanes);
+  const std::vector<Assignment> assignments =
+      greedy ? AssignGreedyPayload(ordered, o, page_size, lanes)
+             : AssignLongestFirst(ordered, o, page_size);
+  std::vector<double> load(o.num_cu, 0.0);
+  std::vector<int64_t> pieces(ordered.size(), 0);
+  for (const Assignment& a : assignments) {
+    load[a.cu] +=
+        static_cast<double>(CeilDiv(a.kv_end - a.kv_begin, o.kv_granularity)) * unit.ns_per_block +
+        unit.ns_per_item;
+    ++pieces[a.tile];
+  }
+  int64_t rows = 0;
+  for (size_t t = 0; t < ordered.size(); ++t) {
+    if (pieces[t] > 1) rows += pieces[t] * ordered[t].tokens() * variant.heads_per_group;
+  }
+  const double reduce =
+      rows > 0 ? variant.reduce.ns_per_launch() + variant.reduce.ns_per_partial_row() * rows : 0;
+  return *std::max_element(load.begin(), load.end()) + reduce;
+}
+
+}  // namespace
+
+int BatchFixedOverhead(const Batch& batch, const ResolvedVariant& variant,
+                       const PlanOptions& options) {
+  const int rows = variant.heads_per_group * variant.tokens_per_tile;
+  const UnitCosts unit = TileUnitCosts(
+      variant.cost, rows, options.num_cu > DefaultNumCu(batch.arch), options.kv_granularity);
+  if (!(unit.ns_per_block > 0) || !(unit.ns_per_item >= 0)) return options.fixed_overhead;
+  const double charge = std::ceil(
+      (unit.ns_per_item + SplitReduceNs(variant.reduce, rows, options.num_cu)) / unit.ns_per_block);
+  PlanOptions split_charged = options;
+  split_charged.fixed_overhead =
+      static_cast<int>(std::clamp(charge, 1.0, static_cast<double>(1 << 20)));
+  if (split_charged.fixed_overhead <= options.fixed_overhead) return options.fixed_overhead;
+  const std::vector<QoTile> tiles = BuildTiles(batch, variant, options.kv_granularity);
+  // Fewer tiles than CUs: whole tiles would leave CUs idle, and there the costs misjudge both
+  // plans (one cost row for the kernels a dtype routes to, the reduce timed alone): measured
+  // on the H200, bf16 32 x 1024 (64,2) 61.9 -> 66.7 us with whole tiles (fp8 59.3 -> 42.8).
+  const auto with_kv =
+      std::count_if(tiles.begin(), tiles.end(), [](const QoTile& t) { return t.kv_tokens > 0; });
+  if (with_kv < options.num_cu) return options.fixed_overhead;
+  const double item_ns = PredictedPlanNs(tiles, variant, options, batch.page_size, unit);
+  const double split_ns = PredictedPlanNs(tiles, variant, split_charged, batch.page_size, unit);
+  return split_ns < item_ns ? split_charged.fixed_overhead : options.fixed_overhead;
 }
 
 // sm90: lanes measured 4-23% faster on the H200 (kernels/decode/notes.md); the AMD archs keep
@@ -167,6 +233,9 @@ std::vector<QoTile> BuildTiles(const Batch& batch, const ResolvedVariant& varian
   const int per_tile = variant.tokens_per_tile;
   const bool causal_trim = batch.causal && !batch.cp_round_robin && batch.sparse_topk == 0;
   std::vector<QoTile> tiles;
+  size_t count = 0;
+  for (int b = 0; b < batch.num_requests(); ++b) count += r * CeilDiv(batch.qlen(b), per_tile);
+  tiles.reserve(count);
   for (int b = 0; b < batch.num_requests(); ++b) {
     const int q = batch.qlen(b);
     const int64_t kv_len = batch.kv_len(b);

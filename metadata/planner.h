@@ -37,7 +37,7 @@ struct PlanOptions {
                                 // x the variant's blocks_per_cu for the plan's tiles
   int kv_granularity = 0;       // kv tokens per cost block, a power of two; 0: AITER's
                                 // max(16, page_size), so splits fall on page boundaries
-  int fixed_overhead = -1;      // blocks per work item; -1: DefaultFixedOverhead
+  int fixed_overhead = -1;      // blocks per work item; -1: BatchFixedOverhead's choice
   int max_split_per_batch = 0;  // most pieces per qo tile; 0: no limit beyond num_cu
   PlanPolicy policy = PlanPolicy::kGreedyPayload;
   bool lse = false;  // the caller needs LSE (restricts the variant)
@@ -86,16 +86,34 @@ struct Assignment {
 // The registry query of a batch: its arch, dtypes, H, largest qlen and CP flag.
 VariantQuery VariantQueryOf(const Batch& batch, bool lse);
 
-// The blocks a work item is charged when PlanOptions::fixed_overhead is -1: where the
-// variant's registry row is calibrated, its cost of one item in cost blocks of
-// kv_granularity tokens, rounded up (the tiles' entry at the occupancy of a grid of num_cu
-// blocks, num_cu 0 the default grid: TileUnitCosts); else AITER's max(1, ceil(16 /
+// The item charge of a calibrated variant, batch-independent: its cost of one item in cost
+// blocks of kv_granularity tokens, rounded up (the tiles' entry at the occupancy of a grid of
+// num_cu blocks, num_cu 0 the default grid: TileUnitCosts); else AITER's max(1, ceil(16 /
 // page_size)). At least 1. Charging items what they cost keeps the greedy payload from
 // stacking many short items on one CU and from splitting a tile to save less time than its
-// extra item and the reduce cost (e.g. on the H200, 128 x 8192 tokens at (16, 4): 128 tiles on
-// 132 CUs run whole instead of split in two).
+// extra item (e.g. on the H200, 128 x 8192 tokens at (16, 4): 128 tiles on 132 CUs run whole
+// instead of split in two). PlanOptions::fixed_overhead -1 starts from it (BatchFixedOverhead).
 int DefaultFixedOverhead(const ResolvedVariant& variant, Arch arch, int page_size,
                          int kv_granularity, int num_cu);
+
+// The reduce of a plan that splits a tile at each of the grid's CU boundaries (the most the
+// greedy walk cuts), in ns: its launch plus, a split, two fp32 partials of `rows` rows read
+// back (2 x rows x ns_per_partial_row), `grid` times. 0 when the reduce is not calibrated.
+double SplitReduceNs(const proto::ReduceCost& reduce, int rows, int grid);
+
+// The item charge PlanOptions::fixed_overhead -1 resolves to for `batch`: `options` (resolved,
+// num_cu the grid planned) carry DefaultFixedOverhead; the charge of DefaultFixedOverhead's
+// item plus SplitReduceNs (a CU may then run that much over the mean load before the walk
+// splits a tile there) replaces it when the registry's costs predict its plan faster
+// (busiest CU + reduce; ties keep the item charge), for batches of at least as many tiles with
+// kv as CUs. It pays where whole tiles fill the CUs evenly enough (e.g. on the H200, 128 x 8192
+// at fp8 (64, 2): 256 tiles on 132 CUs, two a CU, with no reduce, 6% faster than split at every
+// CU boundary) and is not taken where the larger payload would only lengthen the busiest CU
+// (mixed long and short requests). Uncalibrated variants keep options.fixed_overhead. It walks
+// the batch twice more on the host (planner_bench, 2 cores: b = 1024 H16 0.11 -> 0.40 ms a
+// plan, b = 1024 H128 qlen 4 3.5 -> 8.1 ms); an explicit fixed_overhead skips it.
+int BatchFixedOverhead(const Batch& batch, const ResolvedVariant& variant,
+                       const PlanOptions& options);
 
 // The options with defaults filled in and checked against the batch. num_cu 0 becomes
 // DefaultNumCu(arch); PlanDecode then multiplies that default by the variant's

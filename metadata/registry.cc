@@ -249,6 +249,13 @@ absl::Status ValidateRegistry(const proto::KernelRegistry& registry) {
     }
     if (absl::Status s = ValidateCost(row.cost(), row.rows_per_tile(), label); !s.ok()) return s;
   }
+  if (!NonNegativeFinite(registry.reduce().ns_per_launch()) ||
+      !NonNegativeFinite(registry.reduce().ns_per_partial_row())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("registry reduce: ns_per_launch = ", registry.reduce().ns_per_launch(),
+                     ", ns_per_partial_row = ", registry.reduce().ns_per_partial_row(),
+                     " (must be finite, >= 0)"));
+  }
   return absl::OkStatus();
 }
 
@@ -301,6 +308,7 @@ absl::StatusOr<ResolvedVariant> ResolveVariant(const proto::KernelRegistry& regi
       if (v.heads_per_group > v.rows_per_tile) continue;  // unvalidated registry
       v.tokens_per_tile = std::min(query.qlen, v.rows_per_tile / v.heads_per_group);
       v.cost = row.cost();
+      v.reduce = registry.reduce();
       // The first entry for the rows in use sets the default occupancy.
       for (const proto::TileCost& t : row.cost().tile()) {
         if (t.rows() == v.heads_per_group * v.tokens_per_tile) {

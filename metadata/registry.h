@@ -38,6 +38,7 @@ struct ResolvedVariant {
   int blocks_per_cu = 1;     // persistent blocks a CU runs at once for these tiles (registry
                              // TileCost for heads_per_group * tokens_per_tile rows; else 1)
   proto::CostModel cost;     // per-block and per-item cost of this variant
+  proto::ReduceCost reduce;  // the arch's reduce kernel (the registry's reduce entry)
 };
 
 // The registry of one architecture, parsed from its embedded text proto.

@@ -49,6 +49,28 @@ absl::StatusOr<double> PredictedDecodeNs(const Batch& batch, const PlanOptions& 
   return EvaluatePlan(batch, plan, *params).makespan + cost->ns_per_launch();
 }
 
+int64_t ReducePartialRows(const Batch& batch, const WorkPlan& plan) {
+  const int64_t heads = batch.num_heads / std::max(1, plan.head_fold);
+  int64_t rows = 0;
+  for (int t = 0; t < plan.num_reduce_tiles(); ++t) {
+    const int64_t pieces = plan.reduce_indptr[t + 1] - plan.reduce_indptr[t];
+    const int64_t tokens = plan.reduce_final_map[2 * t + 1] - plan.reduce_final_map[2 * t];
+    rows += pieces * tokens * heads;
+  }
+  return rows;
+}
+
+double ReduceNs(const proto::ReduceCost& reduce, int64_t partial_rows) {
+  if (partial_rows <= 0) return 0;
+  return reduce.ns_per_launch() + reduce.ns_per_partial_row() * static_cast<double>(partial_rows);
+}
+
+absl::StatusOr<double> PredictedReduceNs(const Batch& batch, const WorkPlan& plan) {
+  absl::StatusOr<proto::KernelRegistry> registry = LoadRegistry(batch.arch);
+  if (!registry.ok()) return registry.status();
+  return ReduceNs(registry->reduce(), ReducePartialRows(batch, plan));
+}
+
 double WorkItemCost(const Batch& batch, const WorkPlan& plan, const WorkInfo& w,
                     const CostParams& params) {
   const int fold = std::max(1, plan.head_fold);

@@ -11,9 +11,13 @@
 // start on its CU, so the per-item constant carries the loop's own overhead). Cycles become
 // ns through the SM clock measured in the same runs (busiest CU's cycles / event time).
 //
+// The reduce of every plan that splits tiles is timed alone (after an L2 flush, as the bench
+// times it) and fitted as ns_per_launch + ns_per_partial_row x the partial rows it reads
+// (sim::ReducePartialRows), both dtypes together (the partials are fp32 either way).
+//
 // Then, for every run, it compares the simulator's makespan under the fitted costs with the
-// measured (untraced) decode time, and the two planner policies' predicted order with their
-// measured order. It prints the registry entries to paste into
+// measured (untraced) decode time, and the planner settings' predicted order (decode +
+// reduce) with their measured order. It prints the registry entries to paste into
 // metadata/registry/sm90.textproto last.
 //
 //   tools/gpu_bundle.sh --only mla_decode && gpu_bundle/run.sh --bench-only --filter calibrate
@@ -82,6 +86,7 @@ struct Run {
   double traced_us;               // event time of the traced launch
   double busiest_cycles;          // the busiest CU's first start -> last end
   double measured_us;             // untraced decode, graph-timed
+  double reduce_us = 0;           // the reduce alone, graph-timed (0: no split tiles)
   std::vector<double> cu_cycles;  // per CU: first start -> last end
   WorkPlan plan;
   Batch batch;
@@ -89,6 +94,7 @@ struct Run {
   // Other planner settings on the same batch (kAlternatives), untraced.
   WorkPlan alt_plan[2];
   double alt_measured_us[2] = {0, 0};
+  double alt_reduce_us[2] = {0, 0};
 };
 
 // The planner settings the simulator must rank against the default (greedy payload).
@@ -133,6 +139,15 @@ Fit LeastSquares(const std::vector<Sample>& s) {
   std::nth_element(rel.begin(), rel.begin() + rel.size() / 2, rel.end());
   f.median_rel = rel[rel.size() / 2];
   return f;
+}
+
+// The reduce of a staged case alone (us; 0 when its plan splits no tile), timed as the bench
+// times it: each replay after an L2 flush, so the partials come from HBM.
+double ReduceUs(const bench::StagedCase& c, const bench::DecodeBuffers& d, hipStream_t stream) {
+  if (c.reduce.num_reduce_tiles == 0) return 0;
+  return 1e3 *
+         bench::TimeGraphColdL2(
+             stream, [&] { LaunchMlaReduce(c.reduce, stream); }, d.l2_flush, d.l2_flush_bytes, 7);
 }
 
 double Median(std::vector<double> v) {
@@ -230,6 +245,7 @@ int Main() {
             run.alt_measured_us[a] =
                 1e3 * TimeGraph(
                           stream, [&] { LaunchMlaDecode(alt.decode, stream); }, 5, 5);
+            run.alt_reduce_us[a] = ReduceUs(alt, buffers, stream);
           }
 
           bench::StagedCase staged;
@@ -240,6 +256,7 @@ int Main() {
           run.measured_us =
               1e3 * TimeGraph(
                         stream, [&] { LaunchMlaDecode(staged.decode, stream); }, 5, 5);
+          run.reduce_us = ReduceUs(staged, buffers, stream);
           // The traced launch.
           MlaDecodeParams traced = staged.decode;
           traced.trace = trace;
@@ -292,12 +309,12 @@ int Main() {
           runs.push_back(std::move(run));
           const Run& r = runs.back();
           std::printf(
-              "[%3d/%d] %-4s H%-3d q%d %-26s rows %2d x%d items %5d: decode %8.1f us "
-              "(traced %8.1f us, busiest CU %.4g cycles); longest-first %8.1f us, no splits "
-              "%8.1f us\n",
+              "[%3d/%d] %-4s H%-3d q%d %-26s rows %2d x%d items %5d: decode %8.1f + reduce "
+              "%6.1f us (traced %8.1f us, busiest CU %.4g cycles); longest-first %8.1f + %6.1f "
+              "us, no splits %8.1f us\n",
               static_cast<int>(runs.size()), total, r.dtype.c_str(), shape.heads, shape.qlen,
-              r.family.c_str(), r.rows, r.per_cu, r.items, r.measured_us, r.traced_us,
-              r.busiest_cycles, r.alt_measured_us[0], r.alt_measured_us[1]);
+              r.family.c_str(), r.rows, r.per_cu, r.items, r.measured_us, r.reduce_us, r.traced_us,
+              r.busiest_cycles, r.alt_measured_us[0], r.alt_reduce_us[0], r.alt_measured_us[1]);
           std::fflush(stdout);
         }
       }
@@ -329,6 +346,33 @@ int Main() {
                 100 * f.median_rel);
   }
 
+  // The reduce (both dtypes: the partials are fp32 either way): reduce ns = ns_per_launch +
+  // ns_per_partial_row x the partial rows it reads, over every timed reduce.
+  std::vector<Sample> reduce_samples;
+  for (const Run& r : runs) {
+    if (r.reduce_us > 0) {
+      reduce_samples.push_back(
+          {static_cast<double>(sim::ReducePartialRows(r.batch, r.plan)), 1e3 * r.reduce_us});
+    }
+    for (int a = 0; a < 2; ++a) {
+      if (r.alt_reduce_us[a] <= 0) continue;
+      reduce_samples.push_back({static_cast<double>(sim::ReducePartialRows(r.batch, r.alt_plan[a])),
+                                1e3 * r.alt_reduce_us[a]});
+    }
+  }
+  const Fit reduce_fit = LeastSquares(reduce_samples);
+  proto::ReduceCost reduce;
+  reduce.set_ns_per_launch(std::max(0.0, reduce_fit.intercept));
+  reduce.set_ns_per_partial_row(std::max(0.0, reduce_fit.slope));
+  std::printf(
+      "\nReduce (ns = launch + per partial row x rows, %d timed reduces, L2 flushed): %.1f ns + "
+      "%.4f ns a row, R^2 %.4f, median |res| %.1f%%\n",
+      reduce_fit.n, reduce.ns_per_launch(), reduce.ns_per_partial_row(), reduce_fit.r2,
+      100 * reduce_fit.median_rel);
+  auto reduce_sim_us = [&](const Batch& batch, const WorkPlan& plan) {
+    return 1e-3 * sim::ReduceNs(reduce, sim::ReducePartialRows(batch, plan));
+  };
+
   // Predicted (simulator makespan under the fitted ns costs) vs measured decode time, and
   // whether the simulator orders the two policies as the GPU does.
   auto params_of = [&](const Run& r) {
@@ -354,11 +398,14 @@ int Main() {
   }
   std::printf(
       "\nPredicted vs measured decode time (fitted costs: makespan + launch; err = (sim - "
-      "measured) / measured; cu_err: median over busy CUs of |makespan - traced| / traced):\n");
-  std::printf("%-5s %4s %4s %-26s %6s %11s %9s %8s %7s | %-13s %9s %9s %6s | %-13s %9s %9s %6s\n",
-              "dtype", "H", "qlen", "family", "items", "measured_us", "sim_us", "err", "cu_err",
-              "alternative", "meas_us", "sim_us", "order", "alternative", "meas_us", "sim_us",
-              "order");
+      "measured) / measured; cu_err: median over busy CUs of |makespan - traced| / traced), the "
+      "reduce, and the alternatives' decode + reduce against the default's (order: whether the "
+      "simulator's totals rank them as the GPU's do):\n");
+  std::printf(
+      "%-5s %4s %4s %-26s %6s %11s %9s %8s %7s %9s %9s | %-13s %9s %9s %6s | %-13s %9s %9s %6s\n",
+      "dtype", "H", "qlen", "family", "items", "measured_us", "sim_us", "err", "cu_err",
+      "reduce_us", "sim_red", "alternative", "total_us", "sim_us", "order", "alternative",
+      "total_us", "sim_us", "order");
   std::vector<double> errs;
   int order_ok = 0, order_total = 0;
   for (const Run& r : runs) {
@@ -373,24 +420,26 @@ int Main() {
       const double traced_ns = r.cu_cycles[c] / clock_ghz;
       cu_err.push_back(std::fabs(rep.cu_load[c] - traced_ns) / traced_ns);
     }
-    std::printf("%-5s %4d %4d %-23s x%d %6d %11.1f %9.1f %+7.1f%% %6.1f%%", r.dtype.c_str(),
-                r.shape.heads, r.shape.qlen, r.family.c_str(), r.per_cu, r.items, r.measured_us,
-                sim_us, 100 * err, 100 * Median(cu_err));
+    const double reduce_sim = reduce_sim_us(r.batch, r.plan);
+    std::printf("%-5s %4d %4d %-23s x%d %6d %11.1f %9.1f %+7.1f%% %6.1f%% %9.1f %9.1f",
+                r.dtype.c_str(), r.shape.heads, r.shape.qlen, r.family.c_str(), r.per_cu, r.items,
+                r.measured_us, sim_us, 100 * err, 100 * Median(cu_err), r.reduce_us, reduce_sim);
+    const double total_us = r.measured_us + r.reduce_us, total_sim = sim_us + reduce_sim;
     for (int a = 0; a < 2; ++a) {
-      const double alt_sim_us =
-          sim::EvaluatePlan(r.batch, r.alt_plan[a], p).makespan * 1e-3 + launch_us[r.dtype];
+      const double alt_total = r.alt_measured_us[a] + r.alt_reduce_us[a];
+      const double alt_sim_us = sim::EvaluatePlan(r.batch, r.alt_plan[a], p).makespan * 1e-3 +
+                                launch_us[r.dtype] + reduce_sim_us(r.batch, r.alt_plan[a]);
       // The order counts only where the GPU separates the two by more than 3% (run-to-run
       // noise is ~1%).
-      const double gap = (r.alt_measured_us[a] - r.measured_us) / r.measured_us;
+      const double gap = (alt_total - total_us) / total_us;
       const char* order = "tie";
       if (std::fabs(gap) > 0.03) {
         ++order_total;
-        const bool ok = (gap > 0) == (alt_sim_us > sim_us);
+        const bool ok = (gap > 0) == (alt_sim_us > total_sim);
         order_ok += ok;
         order = ok ? "ok" : "WRONG";
       }
-      std::printf(" | %-13s %9.1f %9.1f %6s", kAlternatives[a], r.alt_measured_us[a], alt_sim_us,
-                  order);
+      std::printf(" | %-13s %9.1f %9.1f %6s", kAlternatives[a], alt_total, alt_sim_us, order);
     }
     std::printf("\n");
   }
@@ -403,6 +452,8 @@ int Main() {
 
   // The registry's order: one block an SM first (the default grid), then two where fitted.
   std::printf("\n# registry entries (metadata/registry/sm90.textproto), per dtype:\n");
+  std::printf("reduce { ns_per_launch: %.1f ns_per_partial_row: %.4f }\n", reduce.ns_per_launch(),
+              reduce.ns_per_partial_row());
   for (const char* dtype : {"bf16", "fp8"}) {
     const Fit& f64 = fits[{dtype, 64, 1}];
     std::printf(

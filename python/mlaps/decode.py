@@ -381,7 +381,8 @@ def gpu_plan(arrays, num_heads_per_head_k, num_heads_k, is_causal, page_size, kv
     args.tokens_per_tile = v["tokens_per_tile"]
     args.num_cu = wip.shape[0] - 1
     args.kv_granularity = kvg
-    # The host planner's default (PlanOptions::fixed_overhead -1), so both plan alike.
+    # The batch-independent charge (the host planner's with this value plans alike; its -1 may
+    # take a larger one for a batch it sees: BatchFixedOverhead).
     args.fixed_overhead = _fixed_overhead(h, max_qlen, qd, kd, arch, bool(is_cp_round_robin),
                                           bool(lse), page_size, kvg, args.num_cu)
     args.max_split_per_batch = max(0, _util.int_arg("max_split_per_batch", max_split_per_batch,

@@ -79,10 +79,11 @@ def resolve_variant(num_heads, qlen, q_dtype, kv_dtype, arch=None, cp_round_robi
 
 def default_fixed_overhead(num_heads, qlen, q_dtype, kv_dtype, page_size, kv_granularity=0,
                            num_cu=0, arch=None, cp_round_robin=False, lse=False):
-    """The blocks a work item is charged by default (plans with fixed_overhead -1): the
-    variant's calibrated cost of an item in cost blocks where its registry row has costs
-    (sm90), else AITER's max(1, ceil(16 / page_size)). kv_granularity 0: max(16, page_size);
-    num_cu 0: the default grid."""
+    """The batch-independent blocks a work item is charged: the variant's calibrated cost of
+    an item in cost blocks where its registry row has costs (sm90), else AITER's max(1,
+    ceil(16 / page_size)). kv_granularity 0: max(16, page_size); num_cu 0: the default grid.
+    Host plans with fixed_overhead -1 start from it and may take a larger charge for their
+    batch (BatchFixedOverhead in metadata/planner.h); the GPU planner plans with this one."""
     lib = _native.cpu()
     q = _variant_query(num_heads, qlen, q_dtype, kv_dtype, arch, cp_round_robin, lse)
     out = _native._i32()

@@ -66,7 +66,7 @@ typedef struct {
 typedef struct {
   int32_t num_cu;              /* persistent blocks; 0: arch default x blocks_per_cu */
   int32_t kv_granularity;      /* 0: max(16, page_size) */
-  int32_t fixed_overhead;      /* -1: mlaps_default_fixed_overhead */
+  int32_t fixed_overhead;      /* -1: the batch's choice (BatchFixedOverhead) */
   int32_t max_split_per_batch; /* 0: no limit */
   int32_t policy;
   int32_t lse;           /* the caller needs LSE (restricts the variant) */
@@ -170,10 +170,13 @@ int32_t mlaps_resolve_variant(const mlaps_variant_query* query, mlaps_variant* o
 int32_t mlaps_capacity_of(const mlaps_capacity_query* query, mlaps_capacity* out, char* err,
                           int64_t err_len);
 
-/* DefaultFixedOverhead (metadata/planner.h): the blocks a work item is charged when a plan's
- * fixed_overhead is -1, for the variant of `query` with pages of page_size tokens, cost
- * blocks of kv_granularity tokens (0: max(16, page_size)) and a grid of num_cu blocks (0: the
- * default grid). What the GPU planner must be given to plan as the host planner does. */
+/* DefaultFixedOverhead (metadata/planner.h): the batch-independent blocks a work item is
+ * charged, for the variant of `query` with pages of page_size tokens, cost blocks of
+ * kv_granularity tokens (0: max(16, page_size)) and a grid of num_cu blocks (0: the default
+ * grid). A host plan with fixed_overhead -1 starts from it and takes a larger charge where the
+ * registry's costs predict its plan of the batch faster (BatchFixedOverhead: uniform batches
+ * whose tiles then run whole); the GPU planner, which does not see the batch's lengths on the
+ * host, plans with this one, as the host planner does when given it. */
 int32_t mlaps_default_fixed_overhead(const mlaps_variant_query* query, int32_t page_size,
                                      int32_t kv_granularity, int32_t num_cu, int32_t* out,
                                      char* err, int64_t err_len);

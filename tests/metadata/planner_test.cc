@@ -345,16 +345,27 @@ TEST(Planner, RefusesTooSmallBuffersWithoutWriting) {
   for (const WorkInfo& w : works) EXPECT_EQ(w.batch_idx, 7);
 }
 
-TEST(Planner, DefaultFixedOverheadIsTheCalibratedItemCostInBlocks) {
-  // 64-row tiles cost 1000 ns a 64-token block and 3500 ns an item: 3.5 -> 4 blocks of 64
-  // tokens, 14 of 16 tokens; 16-row tiles have a one-block entry (200 / 50: at least 1) and a
-  // two-blocks one (100 / 1000: 10), which a grid of more than one block an SM takes.
+// A 64-row variant costing 1000 ns a 64-token block and 3500 an item (item charge 4 blocks),
+// with a reduce of 4000 ns + 0.5 a row: on 132 CUs, the split charge is ceil((3500 + 12448) /
+// 1000) = 16 blocks.
+ResolvedVariant CostedVariant() {
   ResolvedVariant v;
   v.heads_per_group = 64;
   v.tokens_per_tile = 1;
   v.cost.set_kv_granularity(64);
   v.cost.set_ns_per_block(1000);
   v.cost.set_ns_per_item(3500);
+  v.reduce.set_ns_per_launch(4000);
+  v.reduce.set_ns_per_partial_row(0.5);
+  return v;
+}
+
+TEST(Planner, DefaultFixedOverheadIsTheCalibratedItemCostInBlocks) {
+  // 64-row tiles cost 1000 ns a 64-token block and 3500 ns an item: 3.5 -> 4 blocks of 64
+  // tokens, 14 of 16 tokens; 16-row tiles have a one-block entry (200 / 50: at least 1) and a
+  // two-blocks one (100 / 1000: 10), which a grid of more than one block an SM takes. The
+  // reduce's cost is not charged here (BatchFixedOverhead weighs it).
+  ResolvedVariant v = CostedVariant();
   proto::TileCost* t16 = v.cost.add_tile();
   t16->set_rows(16);
   t16->set_ns_per_block(200);
@@ -380,6 +391,62 @@ TEST(Planner, DefaultFixedOverheadIsTheCalibratedItemCostInBlocks) {
   EXPECT_EQ(DefaultFixedOverhead(v, Arch::kSm90, 1, 16, 0), 16);
 }
 
+TEST(Planner, SplitReduceNsIsTheReduceOfASplitAtEveryCuBoundary) {
+  proto::ReduceCost reduce;
+  reduce.set_ns_per_launch(4000);
+  reduce.set_ns_per_partial_row(0.5);
+  // 4000 + 132 splits x 2 x 64 rows x 0.5 ns.
+  EXPECT_DOUBLE_EQ(SplitReduceNs(reduce, 64, 132), 4000 + 8448.0);
+  EXPECT_DOUBLE_EQ(SplitReduceNs(reduce, 16, 66), 4000 + 1056.0);
+  EXPECT_DOUBLE_EQ(SplitReduceNs(proto::ReduceCost(), 64, 132), 0);
+}
+
+PlanOptions ItemCharged(int num_cu) {
+  PlanOptions o;
+  o.num_cu = num_cu;
+  o.kv_granularity = 64;
+  o.fixed_overhead = 4;
+  o.kv_lanes = 1;
+  return o;
+}
+
+TEST(Planner, BatchFixedOverheadTakesTheSplitChargeWhereWholeTilesBalance) {
+  const ResolvedVariant v = CostedVariant();
+  // 256 tiles of 128 blocks on 132 CUs: charged 4, the walk splits a tile at almost every CU
+  // boundary (busiest CU ~ 256 x 132 / 132 + 4 + 4 blocks, and a reduce of ~130 split tiles);
+  // charged 16, two whole tiles a CU on 128 CUs (2 x 132 blocks, no reduce): 16 is faster.
+  const Batch uniform = MakeUniformBatch(Arch::kSm90, DType::kFp8, 64, 256, 1, 8192, 64);
+  EXPECT_EQ(BatchFixedOverhead(uniform, v, ItemCharged(132)), 16);
+  PlanOptions split = ItemCharged(132);
+  split.fixed_overhead = 16;
+  absl::StatusOr<WorkPlan> whole = PlanDecode(uniform, split);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->num_reduce_tiles(), 0);
+  absl::StatusOr<WorkPlan> item = PlanDecode(uniform, ItemCharged(132));
+  ASSERT_TRUE(item.ok()) << item.status();
+  EXPECT_GT(item->num_reduce_tiles(), 100);
+
+  // Fewer tiles than CUs: the item charge, even where whole tiles are predicted faster (64
+  // tiles of 16 blocks, 19.5 us each, against pieces of up to 12 blocks and a reduce).
+  const Batch few = MakeUniformBatch(Arch::kSm90, DType::kFp8, 64, 64, 1, 1024, 64);
+  EXPECT_EQ(BatchFixedOverhead(few, v, ItemCharged(132)), 4);
+  // A long request among short ones: split anyway; the item charge stays.
+  std::vector<int> lens(96, 700);
+  for (int i = 0; i < 8; ++i) lens[i * 12] = 32768;
+  const Batch mixed = MakeVarlenBatch(Arch::kSm90, DType::kFp8, 64, lens, 1, 64);
+  EXPECT_EQ(BatchFixedOverhead(mixed, v, ItemCharged(132)), 4);
+
+  // No calibrated reduce: the split charge is the item charge.
+  ResolvedVariant free_reduce = v;
+  free_reduce.reduce = proto::ReduceCost();
+  EXPECT_EQ(BatchFixedOverhead(uniform, free_reduce, ItemCharged(132)), 4);
+  // No calibrated cost at all: the options' charge.
+  ResolvedVariant uncalibrated;
+  PlanOptions aiter = ItemCharged(132);
+  aiter.fixed_overhead = 1;
+  EXPECT_EQ(BatchFixedOverhead(uniform, uncalibrated, aiter), 1);
+}
+
 TEST(Planner, ResolveOptionsTakesTheVariantsDefaultFixedOverhead) {
   for (Arch arch : {Arch::kSm90, Arch::kGfx950}) {
     for (int page : {1, 64}) {
@@ -392,7 +459,11 @@ TEST(Planner, ResolveOptionsTakesTheVariantsDefaultFixedOverhead) {
           ASSERT_TRUE(o.ok()) << o.status();
           absl::StatusOr<ResolvedVariant> v = ResolveVariant(VariantQueryOf(batch, false));
           ASSERT_TRUE(v.ok()) << v.status();
-          const int want = DefaultFixedOverhead(*v, arch, page, o->kv_granularity, num_cu);
+          // The batch's choice, starting from the item charge, on the grid planned.
+          PlanOptions planned = *o;
+          planned.fixed_overhead = DefaultFixedOverhead(*v, arch, page, o->kv_granularity, num_cu);
+          if (num_cu == 0) planned.num_cu *= v->blocks_per_cu;
+          const int want = BatchFixedOverhead(batch, *v, planned);
           EXPECT_EQ(o->fixed_overhead, want)
               << ArchName(arch) << " page " << page << " H" << heads << " num_cu " << num_cu;
           // The AMD registries carry no costs: AITER's default.

@@ -2,6 +2,7 @@
 // ResolveVariant (see metadata/registry.h and docs/design.md section 6).
 #include "metadata/registry.h"
 
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
@@ -271,6 +272,9 @@ TEST(RegistryTest, Sm90) {
       absl::StatusOr<ResolvedVariant> twin = ResolveVariant(Query(Arch::kSm90, dtype, 128, 2, !cp));
       ASSERT_TRUE(twin.ok());
       EXPECT_EQ(v->cost.SerializeAsString(), twin->cost.SerializeAsString());
+      // Every variant carries the arch's reduce entry.
+      EXPECT_EQ(v->reduce.SerializeAsString(),
+                LoadRegistry(Arch::kSm90)->reduce().SerializeAsString());
     }
   }
 }
@@ -521,6 +525,12 @@ TEST(RegistryTest, ValidateRejectsPlantedDefects) {
        [](auto& r) { r.mutable_kernel(1)->clear_serves(); },
        {"\"b\"", "serves", "empty"}},
       {"bad arch", [](auto& r) { r.set_arch("sm80"); }, {"arch", "sm80"}},
+      {"reduce launch negative",
+       [](auto& r) { r.mutable_reduce()->set_ns_per_launch(-1); },
+       {"reduce", "ns_per_launch = -1"}},
+      {"reduce per row NaN",
+       [](auto& r) { r.mutable_reduce()->set_ns_per_partial_row(std::nan("")); },
+       {"reduce", "ns_per_partial_row = nan"}},
   };
   for (const Defect& d : defects) {
     SCOPED_TRACE(d.what);

@@ -257,6 +257,98 @@ TEST(PredictedDecodeNs, IsTheMakespanUnderTheRegistrysCosts) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+TEST(ReducePartialRows, CountsThePiecesOfSplitTilesTimesTheirRows) {
+  // H = 128 folds into 2 groups of 64 heads; qlen 2 packs one token a tile. An item charge of
+  // one block: 28 tiles on 20 CUs split at the CU boundaries; the reduce reads every piece of a
+  // split tile.
+  const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 128, 7, 2, 3000, 64);
+  PlanOptions options;
+  options.num_cu = 20;
+  options.fixed_overhead = 1;
+  options.kv_lanes = 1;
+  const WorkPlan plan = PlanOrDie(batch, options);
+  ASSERT_GT(plan.num_reduce_tiles(), 0);
+  int64_t want = 0;
+  for (const WorkInfo& w : plan.work_info) {
+    if (w.partial_qo_loc != kNoPartial) want += int64_t{w.qo_end - w.qo_start} * 64;
+  }
+  EXPECT_EQ(ReducePartialRows(batch, plan), want);
+  options.max_split_per_batch = 1;  // whole tiles: nothing to reduce
+  const WorkPlan whole = PlanOrDie(batch, options);
+  EXPECT_EQ(ReducePartialRows(batch, whole), 0);
+
+  proto::ReduceCost reduce;
+  reduce.set_ns_per_launch(3000);
+  reduce.set_ns_per_partial_row(1.5);
+  EXPECT_DOUBLE_EQ(ReduceNs(reduce, want), 3000 + 1.5 * want);
+  EXPECT_DOUBLE_EQ(ReduceNs(reduce, 0), 0);  // no split tile: no reduce launch
+  absl::StatusOr<double> predicted = PredictedReduceNs(batch, plan);
+  ASSERT_TRUE(predicted.ok()) << predicted.status();
+  EXPECT_DOUBLE_EQ(*predicted, ReduceNs(LoadRegistry(Arch::kSm90)->reduce(), want));
+  EXPECT_DOUBLE_EQ(*PredictedReduceNs(batch, whole), 0);
+}
+
+// The planner's choice of item charge (BatchFixedOverhead) against the simulator's own
+// prediction of both candidate plans (makespan under the registry's costs + the reduce):
+// the charge it resolves to is never the slower of the two.
+TEST(BatchFixedOverhead, PicksThePlanTheSimulatorPredictsFaster) {
+  std::mt19937 rng(24);
+  const std::pair<int, int> shapes[] = {{16, 1}, {16, 4}, {32, 3}, {64, 2}, {128, 1}, {128, 2}};
+  int split_charged = 0, item_charged = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const auto [heads, qlen] = shapes[rng() % std::size(shapes)];
+    const DType dtype = rng() % 2 ? DType::kFp8 : DType::kBf16;
+    const int b = 16 + static_cast<int>(rng() % 240);
+    std::vector<int> lens(b);
+    const int kind = static_cast<int>(rng() % 3);  // uniform, varlen, mixed
+    const int base = 512 + static_cast<int>(rng() % 16000);
+    for (int i = 0; i < b; ++i) {
+      lens[i] = kind == 0   ? base
+                : kind == 1 ? 64 + static_cast<int>(rng() % 16384)
+                            : (i % 12 == 0 ? 32768 : 64 + static_cast<int>(rng() % 2048));
+      lens[i] = std::max(lens[i], qlen);
+    }
+    const Batch batch = MakeVarlenBatch(Arch::kSm90, dtype, heads, lens, qlen, 64);
+    SCOPED_TRACE(absl::StrCat("trial ", trial, ": H", heads, " q", qlen, " b", b, " kind ", kind));
+    const PlanOptions resolved = Resolved(batch, PlanOptions{});
+    absl::StatusOr<ResolvedVariant> v = ResolveVariant(VariantQueryOf(batch, false));
+    ASSERT_TRUE(v.ok()) << v.status();
+    const int item = DefaultFixedOverhead(*v, Arch::kSm90, 64, resolved.kv_granularity, 0);
+    const int rows = v->heads_per_group * v->tokens_per_tile;
+    const WorkPlan chosen = PlanOrDie(batch, PlanOptions{});
+    const int grid = chosen.num_cu;
+    const UnitCosts unit =
+        TileUnitCosts(v->cost, rows, grid > DefaultNumCu(Arch::kSm90), resolved.kv_granularity);
+    const int split = static_cast<int>(
+        std::ceil((unit.ns_per_item + SplitReduceNs(v->reduce, rows, grid)) / unit.ns_per_block));
+    ASSERT_TRUE(resolved.fixed_overhead == item || resolved.fixed_overhead == split)
+        << resolved.fixed_overhead << " is neither " << item << " nor " << split;
+    (resolved.fixed_overhead == item ? item_charged : split_charged) += 1;
+    // Batches of fewer tiles than CUs keep the item charge.
+    if (static_cast<int>(chosen.qo_indptr.size() - 1) *
+            ((qlen + chosen.tokens_per_tile - 1) / chosen.tokens_per_tile) <
+        grid) {
+      EXPECT_EQ(resolved.fixed_overhead, item);
+      continue;
+    }
+    auto predicted = [&](int charge) {
+      PlanOptions o;
+      o.fixed_overhead = charge;
+      const WorkPlan plan = PlanOrDie(batch, o);
+      absl::StatusOr<double> decode = PredictedDecodeNs(batch, o, plan);
+      absl::StatusOr<double> reduce = PredictedReduceNs(batch, plan);
+      EXPECT_TRUE(decode.ok() && reduce.ok());
+      return *decode + *reduce;
+    };
+    const double mine = predicted(resolved.fixed_overhead);
+    const double other = predicted(resolved.fixed_overhead == item ? split : item);
+    EXPECT_LE(mine, other * (1 + 1e-9));
+  }
+  // Both choices occur over these batches.
+  EXPECT_GT(split_charged, 0);
+  EXPECT_GT(item_charged, 0);
+}
+
 TEST(RegistryCost, EverySm90RowIsCalibratedForEveryTileItServes) {
   // The sm90 kernels serve 16, 32, 48 and 64 rows in use (H x tokens per tile); each row of
   // the registry carries a fitted, positive cost for each (kernels/decode/mla_decode_calibrate).

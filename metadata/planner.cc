@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "metadata/capacity.h"
+#include "metadata/decode_route.h"
 
 namespace mlaps {
 namespace {
@@ -122,11 +123,15 @@ absl::StatusOr<PlanOptions> ResolveOptions(const Batch& batch, const PlanOptions
 
 namespace {
 
-// The time (ns) the variant's registry costs predict for the plan `o` makes of `tiles`
-// (request order): the busiest CU's items (kv blocks x ns_per_block + ns_per_item each,
-// `unit`) plus the reduce of the split tiles (the registry's reduce entry).
-double PredictedPlanNs(const std::vector<QoTile>& tiles, const ResolvedVariant& variant,
-                       const PlanOptions& o, int page_size, const UnitCosts& unit) {
+// The times (ns) the variant's registry costs predict for the plan `o` makes of `tiles`
+// (request order): the busiest CU's items (kv blocks x ns_per_block + ns_per_item each, `unit`)
+// and the reduce of the split tiles (the registry's reduce entry).
+struct PlanPrediction {
+  double makespan_ns = 0, reduce_ns = 0;
+  double total_ns() const { return makespan_ns + reduce_ns; }
+};
+PlanPrediction PredictPlan(const std::vector<QoTile>& tiles, const ResolvedVariant& variant,
+                           const PlanOptions& o, int page_size, const UnitCosts& unit) {
   const bool greedy = o.policy == PlanPolicy::kGreedyPayload;
   const int lanes = greedy ? KvLanes(tiles, o.num_cu, o.kv_lanes) : 1;
   const std::vector<QoTile> ordered = LaneMajorTiles(tiles, lanes);
@@ -145,18 +150,34 @@ double PredictedPlanNs(const std::vector<QoTile>& tiles, const ResolvedVariant& 
   for (size_t t = 0; t < ordered.size(); ++t) {
     if (pieces[t] > 1) rows += pieces[t] * ordered[t].tokens() * variant.heads_per_group;
   }
-  const double reduce =
+  PlanPrediction p;
+  p.makespan_ns = *std::max_element(load.begin(), load.end());
+  p.reduce_ns =
       rows > 0 ? variant.reduce.ns_per_launch() + variant.reduce.ns_per_partial_row() * rows : 0;
-  return *std::max_element(load.begin(), load.end()) + reduce;
+  return p;
 }
 
 }  // namespace
 
+UnitCosts BatchUnitCosts(const Batch& batch, const proto::CostModel& cost, int rows, int num_cu,
+                         int kv_granularity) {
+  const bool several = num_cu > DefaultNumCu(batch.arch);
+  if (batch.arch == Arch::kSm90) {
+    const char* kernel = Sm90DecodeKernelName(
+        batch.kv_dtype == DType::kFp8, rows, several, batch.page_size,
+        batch.kv_indptr.empty() ? 0 : batch.kv_indptr.back(), batch.num_requests());
+    if (const proto::RoutedTileCost* r = RoutedCost(cost, kernel, rows, kv_granularity)) {
+      return UnitCosts{r->ns_per_block(), r->ns_per_item()};
+    }
+  }
+  return TileUnitCosts(cost, rows, several, kv_granularity);
+}
+
 int BatchFixedOverhead(const Batch& batch, const ResolvedVariant& variant,
                        const PlanOptions& options) {
   const int rows = variant.heads_per_group * variant.tokens_per_tile;
-  const UnitCosts unit = TileUnitCosts(
-      variant.cost, rows, options.num_cu > DefaultNumCu(batch.arch), options.kv_granularity);
+  const UnitCosts unit =
+      BatchUnitCosts(batch, variant.cost, rows, options.num_cu, options.kv_granularity);
   if (!(unit.ns_per_block > 0) || !(unit.ns_per_item >= 0)) return options.fixed_overhead;
   const double charge = std::ceil(
       (unit.ns_per_item + SplitReduceNs(variant.reduce, rows, options.num_cu)) / unit.ns_per_block);
@@ -164,16 +185,19 @@ int BatchFixedOverhead(const Batch& batch, const ResolvedVariant& variant,
   split_charged.fixed_overhead =
       static_cast<int>(std::clamp(charge, 1.0, static_cast<double>(1 << 20)));
   if (split_charged.fixed_overhead <= options.fixed_overhead) return options.fixed_overhead;
+  // Gathered kv blocks (pages of < 64 tokens, sparse): measured slower with the larger charge
+  // on the H200 (fp8 varlen page 1: 4.5-8.6%), where the costs of gathered blocks come from one
+  // calibration family. The item charge stays.
+  if (batch.page_size < kSm90WholePageTokens) return options.fixed_overhead;
   const std::vector<QoTile> tiles = BuildTiles(batch, variant, options.kv_granularity);
-  // Fewer tiles than CUs: whole tiles would leave CUs idle, and there the costs misjudge both
-  // plans (one cost row for the kernels a dtype routes to, the reduce timed alone): measured
-  // on the H200, bf16 32 x 1024 (64,2) 61.9 -> 66.7 us with whole tiles (fp8 59.3 -> 42.8).
-  const auto with_kv =
-      std::count_if(tiles.begin(), tiles.end(), [](const QoTile& t) { return t.kv_tokens > 0; });
-  if (with_kv < options.num_cu) return options.fixed_overhead;
-  const double item_ns = PredictedPlanNs(tiles, variant, options, batch.page_size, unit);
-  const double split_ns = PredictedPlanNs(tiles, variant, split_charged, batch.page_size, unit);
-  return split_ns < item_ns ? split_charged.fixed_overhead : options.fixed_overhead;
+  const PlanPrediction item = PredictPlan(tiles, variant, options, batch.page_size, unit);
+  // Where the item plan's reduce is more than a tenth of its decode (short items), the reduce's
+  // registry cost (timed alone) misjudges what it adds after the decode: measured on the H200
+  // at 32 x 1024 (64,2), 8 us (bf16) and 20 us (fp8) against 16 predicted, and whole tiles
+  // there ran bf16 61.9 -> 66.7 us (fp8 59.3 -> 42.8). The item charge stays.
+  if (10 * item.reduce_ns > item.makespan_ns) return options.fixed_overhead;
+  const PlanPrediction split = PredictPlan(tiles, variant, split_charged, batch.page_size, unit);
+  return split.total_ns() < item.total_ns() ? split_charged.fixed_overhead : options.fixed_overhead;
 }
 
 // sm90: lanes measured 4-23% faster on the H200 (kernels/decode/notes.md); the AMD archs keep

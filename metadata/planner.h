@@ -101,17 +101,27 @@ int DefaultFixedOverhead(const ResolvedVariant& variant, Arch arch, int page_siz
 // back (2 x rows x ns_per_partial_row), `grid` times. 0 when the reduce is not calibrated.
 double SplitReduceNs(const proto::ReduceCost& reduce, int rows, int grid);
 
+// The unit costs of `batch`'s plans on a grid of num_cu blocks with `rows`-row tiles at
+// kv_granularity: on sm90 the registry's routed entry (CostModel.routed) of the kernel the
+// launcher runs them on (Sm90DecodeKernelName, metadata/decode_route.h) where there is one,
+// else TileUnitCosts (several blocks a CU for num_cu > DefaultNumCu). BatchFixedOverhead and the
+// simulator (sim::TimeCostParams) cost plans with it.
+UnitCosts BatchUnitCosts(const Batch& batch, const proto::CostModel& cost, int rows, int num_cu,
+                         int kv_granularity);
+
 // The item charge PlanOptions::fixed_overhead -1 resolves to for `batch`: `options` (resolved,
 // num_cu the grid planned) carry DefaultFixedOverhead; the charge of DefaultFixedOverhead's
 // item plus SplitReduceNs (a CU may then run that much over the mean load before the walk
 // splits a tile there) replaces it when the registry's costs predict its plan faster
-// (busiest CU + reduce; ties keep the item charge), for batches of at least as many tiles with
-// kv as CUs. It pays where whole tiles fill the CUs evenly enough (e.g. on the H200, 128 x 8192
-// at fp8 (64, 2): 256 tiles on 132 CUs, two a CU, with no reduce, 6% faster than split at every
-// CU boundary) and is not taken where the larger payload would only lengthen the busiest CU
-// (mixed long and short requests). Uncalibrated variants keep options.fixed_overhead. It walks
-// the batch twice more on the host (planner_bench, 2 cores: b = 1024 H16 0.11 -> 0.40 ms a
-// plan, b = 1024 H128 qlen 4 3.5 -> 8.1 ms); an explicit fixed_overhead skips it.
+// (busiest CU + reduce; ties keep the item charge), for kv blocks of whole pages (page_size
+// >= 64) and where the item plan's predicted reduce is at most a tenth of its busiest CU (the
+// reduce's cost, timed alone, misjudges it after short items). It pays where whole tiles fill the
+// CUs evenly enough (e.g. on the H200, 128 x 8192 at fp8 (64, 2): 256 tiles on 132 CUs, two a CU,
+// with no reduce, 6% faster than split at every CU boundary) and is not taken where the larger
+// payload would only lengthen the busiest CU (mixed long and short requests). Uncalibrated variants
+// keep options.fixed_overhead. It walks the batch twice more on the host (planner_bench, 2 cores: b
+// = 1024 H16 0.11 -> 0.40 ms a plan, b = 1024 H128 qlen 4 3.5 -> 8.1 ms); an explicit
+// fixed_overhead skips it.
 int BatchFixedOverhead(const Batch& batch, const ResolvedVariant& variant,
                        const PlanOptions& options);
 

@@ -180,6 +180,31 @@ absl::Status ValidateCost(const proto::CostModel& cost, int rows_per_tile,
           absl::StrCat(where, ".blocks_per_cu = ", t.blocks_per_cu(), " is outside [0, 8]"));
     }
   }
+  std::set<std::tuple<std::string, int, int>> routed;
+  for (int k = 0; k < cost.routed_size(); ++k) {
+    const proto::RoutedTileCost& r = cost.routed(k);
+    const std::string where = absl::StrCat(label, ": cost.routed[", k, "]");
+    if (r.kernel().empty())
+      return absl::InvalidArgumentError(absl::StrCat(where, ".kernel is empty"));
+    if (r.rows() < 1 || r.rows() > rows_per_tile) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ".rows = ", r.rows(), " is outside [1, rows_per_tile = ", rows_per_tile, "]"));
+    }
+    if (r.kv_granularity() < 1 || (r.kv_granularity() & (r.kv_granularity() - 1)) != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ".kv_granularity = ", r.kv_granularity(), " is not a power of two"));
+    }
+    if (!routed.insert({r.kernel(), r.rows(), r.kv_granularity()}).second) {
+      return absl::InvalidArgumentError(absl::StrCat(where, " repeats kernel '", r.kernel(),
+                                                     "', rows ", r.rows(), ", kv_granularity ",
+                                                     r.kv_granularity()));
+    }
+    if (!NonNegativeFinite(r.ns_per_block()) || !NonNegativeFinite(r.ns_per_item())) {
+      return absl::InvalidArgumentError(absl::StrCat(where, " ns_per_block = ", r.ns_per_block(),
+                                                     ", ns_per_item = ", r.ns_per_item(),
+                                                     " (must be finite, >= 0)"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -359,6 +384,14 @@ UnitCosts TileUnitCosts(const proto::CostModel& cost, int rows, bool several_blo
     u.ns_per_block *= static_cast<double>(kv_granularity) / cost.kv_granularity();
   }
   return u;
+}
+
+const proto::RoutedTileCost* RoutedCost(const proto::CostModel& cost, absl::string_view kernel,
+                                        int rows, int kv_granularity) {
+  for (const proto::RoutedTileCost& r : cost.routed()) {
+    if (r.kernel() == kernel && r.rows() == rows && r.kv_granularity() == kv_granularity) return &r;
+  }
+  return nullptr;
 }
 
 absl::StatusOr<ResolvedVariant> ResolveVariant(const VariantQuery& query) {

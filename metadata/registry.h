@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "metadata/proto/mlaps.pb.h"
 #include "metadata/types.h"
 
@@ -72,6 +73,11 @@ struct UnitCosts {
 // scaled to blocks of `kv_granularity` tokens (cost.kv_granularity 0: not scaled).
 UnitCosts TileUnitCosts(const proto::CostModel& cost, int rows, bool several_blocks_per_cu,
                         int kv_granularity);
+
+// The routed entry (CostModel.routed) for plans of `kernel` on `rows`-row tiles at
+// `kv_granularity`, or nullptr.
+const proto::RoutedTileCost* RoutedCost(const proto::CostModel& cost, absl::string_view kernel,
+                                        int rows, int kv_granularity);
 
 // The cost model of kernel `name` in the embedded registry of `arch` (what ResolveVariant puts
 // in ResolvedVariant::cost). Errors: NotFound when no row of that registry has the name.

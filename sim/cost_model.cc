@@ -26,8 +26,8 @@ absl::StatusOr<CostParams> TimeCostParams(const Batch& batch, const PlanOptions&
   // more than one block a CU (UseCompactLayout in kernels/decode/mla_decode_device.h). A grid
   // of one block a CU without an entry for the rows runs the one-block-a-CU kernel, whose cost
   // per kv block does not depend on the rows in use: the kernel-wide costs.
-  const UnitCosts unit =
-      TileUnitCosts(cost, rows, plan.num_cu > DefaultNumCu(batch.arch), p.kv_granularity);
+  // On sm90, the routed entry of the kernel the launcher runs the plan on where there is one.
+  const UnitCosts unit = BatchUnitCosts(batch, cost, rows, plan.num_cu, p.kv_granularity);
   if (!(unit.ns_per_block > 0)) {
     return absl::FailedPreconditionError(
         absl::StrCat("variant '", plan.variant, "' has no calibrated cost for ", rows,

@@ -39,7 +39,9 @@ struct CostReport {
 };
 
 // Unit costs in nanoseconds from a calibrated cost model (the registry row of plan.variant,
-// see VariantCost): the tile entry for the plan's rows in use ((H / head_fold) *
+// see VariantCost): on sm90 the routed entry (CostModel.routed) of the kernel the launcher runs
+// the plan on (Sm90DecodeKernelName in metadata/decode_route.h), its rows and kv_granularity
+// where the model has one; else the tile entry for the plan's rows in use ((H / head_fold) *
 // tokens_per_tile) and the occupancy its grid runs (blocks_per_cu > 1 for a plan of more than
 // DefaultNumCu(arch) CUs, where a one-block entry stands in when there is no such entry; one
 // block a CU otherwise), else the model's ns_per_block /

@@ -11,6 +11,7 @@
 #include "kernels/decode/mla_decode_sm90_narrow.h"
 #include "kernels/decode/mla_reduce_device.h"
 #include "kernels/platform/hip_runtime.h"
+#include "metadata/decode_route.h"
 
 #if defined(MLAPS_GPU_CUDA)
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled (the driver's, through the runtime)
@@ -171,15 +172,13 @@ bool UseNarrow(const MlaDecodeParams& p) {
   return p.path == kMlaPathAuto && mla::CompactLayoutFits(p) && !UseCompact(p);
 }
 
-// bf16 64-row tiles run f16 P V where it measured faster than the hi + lo kernel (notes.md,
-// session 23): kv blocks that TMA loads whole (pages of >= 64 tokens) and long requests, on
-// average >= kBf16F16PvMinTokens cached tokens by num_kv_indices (a kv_indices capacity above
-// the batch's pages only moves the choice: both kernels compute the same O). Shorter requests,
-// small pages and sparse batches are faster on hi + lo (bf16 (64,2) 32 x 1024: 80 vs 50 us).
-constexpr int64_t kBf16F16PvMinTokens = 4096;
+// bf16 64-row tiles run f16 P V where it measured faster than the hi + lo kernel
+// (Sm90Bf16RunsF16Pv in metadata/decode_route.h, which the cost model shares): whole pages and
+// long requests (a kv_indices capacity above the batch's pages only moves the choice: both
+// kernels compute the same O).
+static_assert(kSm90WholePageTokens == mla::SmemSm90::kTokens, "TMA loads 64-token pages whole");
 bool Bf16F16PvPays(const MlaDecodeParams& p) {
-  return p.page_size >= mla::SmemSm90::kTokens && p.num_requests > 0 &&
-         p.num_kv_indices * p.page_size >= kBf16F16PvMinTokens * p.num_requests;
+  return Sm90Bf16RunsF16Pv(p.page_size, p.num_kv_indices, p.num_requests);
 }
 
 // Whether the 64-row sm90 kernel with f16 P V from registers runs the launch: asked for, or

@@ -11,6 +11,11 @@
 // start on its CU, so the per-item constant carries the loop's own overhead). Cycles become
 // ns through the SM clock measured in the same runs (busiest CU's cycles / event time).
 //
+// Routed fits: the same per kernel (MlaDecodeKernelName: bf16 64-row tiles run f16 P V or
+// hi + lo by request length) and kv_granularity (one family also at page 1: gathered rows),
+// for the registry's routed entries that the simulator costs plans with; the tile entries
+// (the planner's item charge) are fitted on the page-64 families, kernels together.
+//
 // The reduce of every plan that splits tiles is timed alone (after an L2 flush, as the bench
 // times it) and fitted as ns_per_launch + ns_per_partial_row x the partial rows it reads
 // (sim::ReducePartialRows), both dtypes together (the partials are fp32 either way).
@@ -47,6 +52,7 @@ using bench::TimeGraph;
 struct Family {
   std::string name;
   std::vector<int> kv_lens;
+  int page = 64;  // page size (64: whole pages that TMA loads; 1: gathered rows)
 };
 
 std::vector<Family> Families() {
@@ -56,6 +62,7 @@ std::vector<Family> Families() {
   std::vector<int> varlen(64);
   for (int& l : varlen) l = 64 + static_cast<int>(rng() % 16321);
   out.push_back({"varlen 64xU[64,16384]", varlen});
+  out.push_back({"varlen 64xU[64,16384] p1", varlen, 1});
   out.push_back({"short 512x600", std::vector<int>(512, 600)});
   std::vector<int> mixed(96);
   for (int i = 0; i < 96; ++i) mixed[i] = i < 8 ? 32768 : 64 + static_cast<int>(rng() % 1985);
@@ -80,8 +87,10 @@ struct Sample {
 struct Run {
   std::string dtype, family;
   Shape shape;
-  int rows;    // q rows in use per tile
-  int per_cu;  // blocks an SM of the grid
+  int rows;            // q rows in use per tile
+  int per_cu;          // blocks an SM of the grid
+  std::string kernel;  // MlaDecodeKernelName of the launch
+  int granularity;     // the plan's kv_granularity
   int items;
   double traced_us;               // event time of the traced launch
   double busiest_cycles;          // the busiest CU's first start -> last end
@@ -92,16 +101,21 @@ struct Run {
   Batch batch;
   PlanOptions resolved;
   // Other planner settings on the same batch (kAlternatives), untraced.
-  WorkPlan alt_plan[2];
-  double alt_measured_us[2] = {0, 0};
-  double alt_reduce_us[2] = {0, 0};
+  WorkPlan alt_plan[3];
+  double alt_measured_us[3] = {0, 0, 0};
+  double alt_reduce_us[3] = {0, 0, 0};
 };
 
-// The planner settings the simulator must rank against the default (greedy payload).
-constexpr const char* kAlternatives[2] = {"longest-first", "no splits"};
-PlanOptions AlternativeOptions(PlanOptions o, int which) {
+// The planner settings the simulator must rank against the default (greedy payload, the
+// batch's item charge: BatchFixedOverhead); the last is the batch-independent item charge
+// (DefaultFixedOverhead), the other candidate of BatchFixedOverhead's choice.
+constexpr int kNumAlternatives = 3;
+constexpr const char* kAlternatives[kNumAlternatives] = {"longest-first", "no splits",
+                                                         "item charge"};
+PlanOptions AlternativeOptions(PlanOptions o, int which, int item_charge) {
   if (which == 0) o.policy = PlanPolicy::kLongestFirst;
   if (which == 1) o.max_split_per_batch = 1;  // whole tiles only
+  if (which == 2) o.fixed_overhead = item_charge;
   return o;
 }
 
@@ -163,7 +177,6 @@ int Main() {
   MLAPS_CHECK_HIP(hipDeviceGetAttribute(&clock_khz, hipDeviceAttributeClockRate, 0));
   hipStream_t stream;
   MLAPS_CHECK_HIP(hipStreamCreate(&stream));
-  const int page = 64;
   const bench::DecodeBuffers buffers =
       bench::AllocateDecodeBuffers(int64_t{128} * 8192, int64_t{512} * 4 * 128);
   const int64_t trace_capacity = int64_t{1} << 16;
@@ -180,6 +193,8 @@ int Main() {
   const std::vector<Family> families = Families();
   // (dtype, rows, blocks an SM)
   std::map<std::tuple<std::string, int, int>, std::vector<Sample>> samples;
+  // (dtype, kernel, rows, kv_granularity)
+  std::map<std::tuple<std::string, std::string, int, int>, std::vector<Sample>> routed_samples;
   std::vector<Run> runs;
   std::mt19937 rng(3);
   // Both dtypes x shapes x families, and the (16,1) shape's families at two blocks an SM.
@@ -196,7 +211,8 @@ int Main() {
           run.shape = shape;
           std::vector<int> lens = family.kv_lens;
           for (int& l : lens) l = std::max(l, shape.qlen);
-          run.batch = MakeVarlenBatch(Arch::kSm90, dtype, shape.heads, lens, shape.qlen, page);
+          run.batch =
+              MakeVarlenBatch(Arch::kSm90, dtype, shape.heads, lens, shape.qlen, family.page);
           PlanOptions options;
           // Occupancy 0: the planner's default grid; 1: two blocks an SM, for 16-row tiles only
           // (the compact layout).
@@ -217,8 +233,18 @@ int Main() {
           }
           run.resolved = *resolved;
           run.plan = *plan;
-          for (int a = 0; a < 2; ++a) {
-            absl::StatusOr<WorkPlan> alt = PlanDecode(run.batch, AlternativeOptions(options, a));
+          absl::StatusOr<ResolvedVariant> variant =
+              ResolveVariant(VariantQueryOf(run.batch, /*lse=*/false));
+          if (!variant.ok()) {
+            std::fprintf(stderr, "variant: %s\n", std::string(variant.status().message()).c_str());
+            return 1;
+          }
+          const int item_charge =
+              DefaultFixedOverhead(*variant, Arch::kSm90, family.page, run.resolved.kv_granularity,
+                                   occupancy == 1 ? options.num_cu : 0);
+          for (int a = 0; a < kNumAlternatives; ++a) {
+            absl::StatusOr<WorkPlan> alt =
+                PlanDecode(run.batch, AlternativeOptions(options, a, item_charge));
             if (!alt.ok()) {
               std::fprintf(stderr, "plan (%s): %s\n", kAlternatives[a],
                            std::string(alt.status().message()).c_str());
@@ -228,6 +254,7 @@ int Main() {
           }
           run.rows = shape.heads / plan->head_fold * plan->tokens_per_tile;
           run.per_cu = plan->num_cu / num_cu;
+          run.granularity = run.resolved.kv_granularity;
           run.items = plan->num_works();
           if (run.items > trace_capacity) {
             std::fprintf(stderr, "trace buffer too small: %d items\n", run.items);
@@ -236,7 +263,7 @@ int Main() {
           const std::vector<int32_t> pages = bench::ShuffledPages(run.batch, rng);
 
           // The other planner settings first, untraced: their measured times.
-          for (int a = 0; a < 2; ++a) {
+          for (int a = 0; a < kNumAlternatives; ++a) {
             bench::StagedCase alt;
             if (!bench::StageCase(run.batch, run.alt_plan[a], pages, buffers, &alt) ||
                 !bench::RunChecked(alt, stream)) {
@@ -253,6 +280,7 @@ int Main() {
               !bench::RunChecked(staged, stream)) {
             return 1;
           }
+          run.kernel = MlaDecodeKernelName(staged.decode);
           run.measured_us =
               1e3 * TimeGraph(
                         stream, [&] { LaunchMlaDecode(staged.decode, stream); }, 5, 5);
@@ -284,7 +312,13 @@ int Main() {
           sim::CostParams blocks_only = sim::BlockCostParams(run.batch, run.resolved);
           blocks_only.per_block = 1.0;
           blocks_only.per_item = 0.0;
-          std::vector<Sample>& fill = samples[{run.dtype, run.rows, run.per_cu}];
+          // The tile entries (the planner's item charge) are fitted on whole pages only, every
+          // kernel of the fill together; the routed ones per kernel and kv_granularity.
+          std::vector<Sample> unused;
+          std::vector<Sample>& fill =
+              family.page == 64 ? samples[{run.dtype, run.rows, run.per_cu}] : unused;
+          std::vector<Sample>& routed_fill =
+              routed_samples[{run.dtype, run.kernel, run.rows, run.granularity}];
           run.cu_cycles.assign(blocks, 0.0);
           for (int c = 0; c < blocks; ++c) {
             const int w0 = run.plan.work_indptr[c], w1 = run.plan.work_indptr[c + 1];
@@ -296,9 +330,11 @@ int Main() {
             for (int i = w0; i < w1; ++i) {
               const MlaTraceEntry& e = entries[i];
               const int64_t end = i + 1 < w1 ? entries[i + 1].clock_begin : e.clock_end;
-              fill.push_back(
-                  {sim::WorkItemCost(run.batch, run.plan, run.plan.work_info[i], blocks_only),
-                   static_cast<double>(end - e.clock_begin)});
+              const Sample sample{
+                  sim::WorkItemCost(run.batch, run.plan, run.plan.work_info[i], blocks_only),
+                  static_cast<double>(end - e.clock_begin)};
+              fill.push_back(sample);
+              routed_fill.push_back(sample);
             }
             if (w1 > w0) {
               run.cu_cycles[c] =
@@ -309,12 +345,13 @@ int Main() {
           runs.push_back(std::move(run));
           const Run& r = runs.back();
           std::printf(
-              "[%3d/%d] %-4s H%-3d q%d %-26s rows %2d x%d items %5d: decode %8.1f + reduce "
+              "[%3d/%d] %-4s H%-3d q%d %-29s %-6s rows %2d x%d items %5d: decode %8.1f + reduce "
               "%6.1f us (traced %8.1f us, busiest CU %.4g cycles); longest-first %8.1f + %6.1f "
-              "us, no splits %8.1f us\n",
+              "us, no splits %8.1f us, item charge %8.1f + %6.1f us\n",
               static_cast<int>(runs.size()), total, r.dtype.c_str(), shape.heads, shape.qlen,
-              r.family.c_str(), r.rows, r.per_cu, r.items, r.measured_us, r.reduce_us, r.traced_us,
-              r.busiest_cycles, r.alt_measured_us[0], r.alt_reduce_us[0], r.alt_measured_us[1]);
+              r.family.c_str(), r.kernel.c_str(), r.rows, r.per_cu, r.items, r.measured_us,
+              r.reduce_us, r.traced_us, r.busiest_cycles, r.alt_measured_us[0], r.alt_reduce_us[0],
+              r.alt_measured_us[1], r.alt_measured_us[2], r.alt_reduce_us[2]);
           std::fflush(stdout);
         }
       }
@@ -354,7 +391,7 @@ int Main() {
       reduce_samples.push_back(
           {static_cast<double>(sim::ReducePartialRows(r.batch, r.plan)), 1e3 * r.reduce_us});
     }
-    for (int a = 0; a < 2; ++a) {
+    for (int a = 0; a < kNumAlternatives; ++a) {
       if (r.alt_reduce_us[a] <= 0) continue;
       reduce_samples.push_back({static_cast<double>(sim::ReducePartialRows(r.batch, r.alt_plan[a])),
                                 1e3 * r.alt_reduce_us[a]});
@@ -373,11 +410,23 @@ int Main() {
     return 1e-3 * sim::ReduceNs(reduce, sim::ReducePartialRows(batch, plan));
   };
 
+  std::printf("\nRouted fits (per kernel and kv_granularity; ns):\n");
+  std::map<std::tuple<std::string, std::string, int, int>, Fit> routed_fits;
+  for (const auto& [key, s] : routed_samples) {
+    const Fit f = LeastSquares(s);
+    routed_fits[key] = f;
+    std::printf(
+        "%-5s %-6s rows %2d g %2d items %6d: %10.1f ns/block %10.1f ns/item R^2 %.4f "
+        "median|res| %.1f%%\n",
+        std::get<0>(key).c_str(), std::get<1>(key).c_str(), std::get<2>(key), std::get<3>(key), f.n,
+        f.slope / clock_ghz, f.intercept / clock_ghz, f.r2, 100 * f.median_rel);
+  }
+
   // Predicted (simulator makespan under the fitted ns costs) vs measured decode time, and
   // whether the simulator orders the two policies as the GPU does.
   auto params_of = [&](const Run& r) {
     sim::CostParams p = sim::BlockCostParams(r.batch, r.resolved);
-    const Fit& f = fits[{r.dtype, r.rows, r.per_cu}];
+    const Fit& f = routed_fits[{r.dtype, r.kernel, r.rows, r.granularity}];
     p.per_block = f.slope / clock_ghz;
     p.per_item = f.intercept / clock_ghz;
     return p;
@@ -402,10 +451,11 @@ int Main() {
       "reduce, and the alternatives' decode + reduce against the default's (order: whether the "
       "simulator's totals rank them as the GPU's do):\n");
   std::printf(
-      "%-5s %4s %4s %-26s %6s %11s %9s %8s %7s %9s %9s | %-13s %9s %9s %6s | %-13s %9s %9s %6s\n",
+      "%-5s %4s %4s %-26s %6s %11s %9s %8s %7s %9s %9s | %-13s %9s %9s %6s | %-13s %9s %9s %6s | "
+      "%-13s %9s %9s %6s\n",
       "dtype", "H", "qlen", "family", "items", "measured_us", "sim_us", "err", "cu_err",
       "reduce_us", "sim_red", "alternative", "total_us", "sim_us", "order", "alternative",
-      "total_us", "sim_us", "order");
+      "total_us", "sim_us", "order", "alternative", "total_us", "sim_us", "order");
   std::vector<double> errs;
   int order_ok = 0, order_total = 0;
   for (const Run& r : runs) {
@@ -425,7 +475,7 @@ int Main() {
                 r.dtype.c_str(), r.shape.heads, r.shape.qlen, r.family.c_str(), r.per_cu, r.items,
                 r.measured_us, sim_us, 100 * err, 100 * Median(cu_err), r.reduce_us, reduce_sim);
     const double total_us = r.measured_us + r.reduce_us, total_sim = sim_us + reduce_sim;
-    for (int a = 0; a < 2; ++a) {
+    for (int a = 0; a < kNumAlternatives; ++a) {
       const double alt_total = r.alt_measured_us[a] + r.alt_reduce_us[a];
       const double alt_sim_us = sim::EvaluatePlan(r.batch, r.alt_plan[a], p).makespan * 1e-3 +
                                 launch_us[r.dtype] + reduce_sim_us(r.batch, r.alt_plan[a]);
@@ -469,6 +519,14 @@ int Main() {
                     it->second.slope / clock_ghz, it->second.intercept / clock_ghz,
                     per_cu > 1 ? absl::StrCat(" blocks_per_cu: ", per_cu).c_str() : "");
       }
+    }
+    for (const auto& [key, f] : routed_fits) {
+      if (std::get<0>(key) != dtype) continue;
+      std::printf(
+          "    routed { kernel: \"%s\" rows: %d kv_granularity: %d ns_per_block: %.1f "
+          "ns_per_item: %.1f }\n",
+          std::get<1>(key).c_str(), std::get<2>(key), std::get<3>(key), f.slope / clock_ghz,
+          f.intercept / clock_ghz);
     }
     std::printf("  }\n");
   }

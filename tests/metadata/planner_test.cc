@@ -426,8 +426,8 @@ TEST(Planner, BatchFixedOverheadTakesTheSplitChargeWhereWholeTilesBalance) {
   ASSERT_TRUE(item.ok()) << item.status();
   EXPECT_GT(item->num_reduce_tiles(), 100);
 
-  // Fewer tiles than CUs: the item charge, even where whole tiles are predicted faster (64
-  // tiles of 16 blocks, 19.5 us each, against pieces of up to 12 blocks and a reduce).
+  // Short items (64 tiles of 16 blocks: pieces of 10 and 6 blocks, a reduce of 8.1 us against
+  // a busiest CU of 13.5): the item charge, even where whole tiles are predicted faster.
   const Batch few = MakeUniformBatch(Arch::kSm90, DType::kFp8, 64, 64, 1, 1024, 64);
   EXPECT_EQ(BatchFixedOverhead(few, v, ItemCharged(132)), 4);
   // A long request among short ones: split anyway; the item charge stays.
@@ -435,6 +435,12 @@ TEST(Planner, BatchFixedOverheadTakesTheSplitChargeWhereWholeTilesBalance) {
   for (int i = 0; i < 8; ++i) lens[i * 12] = 32768;
   const Batch mixed = MakeVarlenBatch(Arch::kSm90, DType::kFp8, 64, lens, 1, 64);
   EXPECT_EQ(BatchFixedOverhead(mixed, v, ItemCharged(132)), 4);
+
+  // Pages of fewer than 64 tokens (gathered blocks): the item charge.
+  PlanOptions page1 = ItemCharged(132);
+  page1.kv_granularity = 16;
+  const Batch uniform_page1 = MakeUniformBatch(Arch::kSm90, DType::kFp8, 64, 256, 1, 8192, 1);
+  EXPECT_EQ(BatchFixedOverhead(uniform_page1, v, page1), 4);
 
   // No calibrated reduce: the split charge is the item charge.
   ResolvedVariant free_reduce = v;

@@ -477,6 +477,18 @@ TEST(RegistryTest, ValidateAcceptsBaseRegistry) {
   EXPECT_TRUE(ValidateRegistry(Parse(kValidRegistry)).ok());
 }
 
+// Adds a routed cost entry to kernel 0 ("a", 64 rows a tile).
+proto::RoutedTileCost* AddRouted(proto::KernelRegistry& r, const std::string& kernel, int rows,
+                                 int kv_granularity) {
+  proto::RoutedTileCost* c = r.mutable_kernel(0)->mutable_cost()->add_routed();
+  c->set_kernel(kernel);
+  c->set_rows(rows);
+  c->set_kv_granularity(kv_granularity);
+  c->set_ns_per_block(100);
+  c->set_ns_per_item(1000);
+  return c;
+}
+
 TEST(RegistryTest, ValidateRejectsPlantedDefects) {
   const std::vector<Defect> defects = {
       {"rows_per_tile 96",
@@ -525,6 +537,24 @@ TEST(RegistryTest, ValidateRejectsPlantedDefects) {
        [](auto& r) { r.mutable_kernel(1)->clear_serves(); },
        {"\"b\"", "serves", "empty"}},
       {"bad arch", [](auto& r) { r.set_arch("sm80"); }, {"arch", "sm80"}},
+      {"routed kernel empty",
+       [](auto& r) { AddRouted(r, "", 16, 16); },
+       {"\"a\"", "cost.routed[0].kernel", "empty"}},
+      {"routed rows beyond the tile",
+       [](auto& r) { AddRouted(r, "bf16", 65, 16); },
+       {"\"a\"", "cost.routed[0].rows = 65"}},
+      {"routed granularity 24",
+       [](auto& r) { AddRouted(r, "bf16", 64, 24); },
+       {"\"a\"", "cost.routed[0].kv_granularity = 24"}},
+      {"routed repeated",
+       [](auto& r) {
+         AddRouted(r, "f16pv", 64, 16);
+         AddRouted(r, "f16pv", 64, 16);
+       },
+       {"\"a\"", "cost.routed[1]", "repeats kernel 'f16pv'"}},
+      {"routed cost negative",
+       [](auto& r) { AddRouted(r, "f16pv", 64, 16)->set_ns_per_item(-1); },
+       {"\"a\"", "cost.routed[0]", "ns_per_item = -1"}},
       {"reduce launch negative",
        [](auto& r) { r.mutable_reduce()->set_ns_per_launch(-1); },
        {"reduce", "ns_per_launch = -1"}},

@@ -221,6 +221,56 @@ TEST(TimeCostParams, ScalesBlockCostsToThePlansGranularity) {
   EXPECT_DOUBLE_EQ(p->per_item, 900.0);
 }
 
+TEST(TimeCostParams, TakesTheRoutedEntryOfTheKernelThePlanRunsOn) {
+  // A model with tile entries for 64 rows and routed entries for the hi + lo kernel ("bf16")
+  // at 64-token blocks and for gathered 16-token blocks of f16 P V.
+  proto::CostModel cost;
+  cost.set_kv_granularity(64);
+  proto::TileCost* t = cost.add_tile();
+  t->set_rows(64);
+  t->set_ns_per_block(1000);
+  t->set_ns_per_item(5000);
+  auto routed = [&](const char* kernel, int g, double block, double item) {
+    proto::RoutedTileCost* r = cost.add_routed();
+    r->set_kernel(kernel);
+    r->set_rows(64);
+    r->set_kv_granularity(g);
+    r->set_ns_per_block(block);
+    r->set_ns_per_item(item);
+  };
+  routed("bf16", 64, 1300, 4000);
+  routed("f16pv", 16, 400, 7000);
+  struct Case {
+    const char* what;
+    DType dtype;
+    int batch, ctx, page;
+    double block, item;
+  };
+  const Case cases[] = {
+      // bf16 long requests on whole pages: f16 P V, no routed entry at 64: the tile entry.
+      {"bf16 long", DType::kBf16, 8, 8192, 64, 1000, 5000},
+      // bf16 short requests: hi + lo.
+      {"bf16 short", DType::kBf16, 8, 1024, 64, 1300, 4000},
+      // fp8 on pages of 1 token: f16 P V on gathered blocks of 16 tokens.
+      {"fp8 page 1", DType::kFp8, 8, 1024, 1, 400, 7000},
+      // fp8 on whole pages: the tile entry (scaled by nothing: granularity 64).
+      {"fp8 page 64", DType::kFp8, 8, 1024, 64, 1000, 5000},
+      // bf16 on pages of 1 token: hi + lo, without an entry at 16: the tile entry scaled to 16.
+      {"bf16 page 1", DType::kBf16, 8, 1024, 1, 250, 5000},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const Batch batch = MakeUniformBatch(Arch::kSm90, c.dtype, 64, c.batch, 1, c.ctx, c.page);
+    PlanOptions options;
+    options.num_cu = 16;
+    const WorkPlan plan = PlanOrDie(batch, options);
+    absl::StatusOr<CostParams> p = TimeCostParams(batch, Resolved(batch, options), plan, cost);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_DOUBLE_EQ(p->per_block, c.block);
+    EXPECT_DOUBLE_EQ(p->per_item, c.item);
+  }
+}
+
 TEST(TimeCostParams, RefusesAnUncalibratedModel) {
   const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 32, 4, 1, 500, 64);
   PlanOptions options;
@@ -317,20 +367,12 @@ TEST(BatchFixedOverhead, PicksThePlanTheSimulatorPredictsFaster) {
     const int rows = v->heads_per_group * v->tokens_per_tile;
     const WorkPlan chosen = PlanOrDie(batch, PlanOptions{});
     const int grid = chosen.num_cu;
-    const UnitCosts unit =
-        TileUnitCosts(v->cost, rows, grid > DefaultNumCu(Arch::kSm90), resolved.kv_granularity);
+    const UnitCosts unit = BatchUnitCosts(batch, v->cost, rows, grid, resolved.kv_granularity);
     const int split = static_cast<int>(
         std::ceil((unit.ns_per_item + SplitReduceNs(v->reduce, rows, grid)) / unit.ns_per_block));
     ASSERT_TRUE(resolved.fixed_overhead == item || resolved.fixed_overhead == split)
         << resolved.fixed_overhead << " is neither " << item << " nor " << split;
     (resolved.fixed_overhead == item ? item_charged : split_charged) += 1;
-    // Batches of fewer tiles than CUs keep the item charge.
-    if (static_cast<int>(chosen.qo_indptr.size() - 1) *
-            ((qlen + chosen.tokens_per_tile - 1) / chosen.tokens_per_tile) <
-        grid) {
-      EXPECT_EQ(resolved.fixed_overhead, item);
-      continue;
-    }
     auto predicted = [&](int charge) {
       PlanOptions o;
       o.fixed_overhead = charge;
@@ -340,6 +382,20 @@ TEST(BatchFixedOverhead, PicksThePlanTheSimulatorPredictsFaster) {
       EXPECT_TRUE(decode.ok() && reduce.ok());
       return *decode + *reduce;
     };
+    // Where the item plan's reduce is over a tenth of its busiest CU, the item charge stays
+    // (these batches are on whole pages, where the choice is made).
+    PlanOptions item_options;
+    item_options.fixed_overhead = item;
+    const WorkPlan item_plan = PlanOrDie(batch, item_options);
+    absl::StatusOr<CostParams> params =
+        TimeCostParams(batch, Resolved(batch, item_options), item_plan,
+                       *VariantCost(Arch::kSm90, item_plan.variant));
+    ASSERT_TRUE(params.ok()) << params.status();
+    if (10 * *PredictedReduceNs(batch, item_plan) >
+        EvaluatePlan(batch, item_plan, *params).makespan) {
+      EXPECT_EQ(resolved.fixed_overhead, item);
+      continue;
+    }
     const double mine = predicted(resolved.fixed_overhead);
     const double other = predicted(resolved.fixed_overhead == item ? split : item);
     EXPECT_LE(mine, other * (1 + 1e-9));

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -27,6 +28,24 @@ absl::Status TooSmall(absl::string_view buffer, size_t have, int64_t need) {
 // every tile would walk on to the last CU).
 int64_t Payload(int64_t total, int num_cu, int64_t overhead, int64_t quantum_blocks) {
   return std::max(CeilDiv(total, num_cu) + overhead, overhead + quantum_blocks);
+}
+
+// The policy's assignment of `tiles` (request order, BuildTiles) under resolved options:
+// greedy payload walks KvLanes lanes (*lanes; 1 for longest first) and reorders `tiles`
+// lane-major, the plan order the assignments index.
+std::vector<Assignment> AssignTiles(std::vector<QoTile>& tiles, const PlanOptions& o, int page_size,
+                                    int* lanes) {
+  switch (o.policy) {
+    case PlanPolicy::kGreedyPayload:
+      *lanes = KvLanes(tiles, o.num_cu, o.kv_lanes);
+      tiles = LaneMajorTiles(std::move(tiles), *lanes);
+      return AssignGreedyPayload(tiles, o, page_size, *lanes);
+    case PlanPolicy::kLongestFirst:
+      *lanes = 1;
+      return AssignLongestFirst(tiles, o, page_size);
+  }
+  *lanes = 1;
+  return {};
 }
 
 }  // namespace
@@ -91,14 +110,14 @@ absl::StatusOr<PlanOptions> ResolveOptions(const Batch& batch, const PlanOptions
   }
   // The variant at the batch's largest qlen (one at least); a batch no variant serves takes
   // AITER's default charge here and fails where the variant is needed.
-  absl::StatusOr<ResolvedVariant> variant = absl::UnknownError("not needed");
+  std::optional<ResolvedVariant> variant;  // resolved for the default charge only
   if (o.fixed_overhead == -1) {
     VariantQuery vq = VariantQueryOf(batch, o.lse);
     vq.qlen = std::max(1, vq.qlen);
-    variant = ResolveVariant(vq);
-    o.fixed_overhead = variant.ok() ? DefaultFixedOverhead(*variant, batch.arch, batch.page_size,
-                                                           o.kv_granularity, options.num_cu)
-                                    : std::max<int>(1, CeilDiv(16, batch.page_size));
+    if (absl::StatusOr<ResolvedVariant> v = ResolveVariant(vq); v.ok()) variant = *std::move(v);
+    o.fixed_overhead = variant ? DefaultFixedOverhead(*variant, batch.arch, batch.page_size,
+                                                      o.kv_granularity, options.num_cu)
+                               : std::max<int>(1, CeilDiv(16, batch.page_size));
   }
   if (o.fixed_overhead < 0 || o.fixed_overhead > (1 << 20)) {
     return absl::InvalidArgumentError(absl::StrCat("fixed_overhead = ", o.fixed_overhead,
@@ -113,7 +132,7 @@ absl::StatusOr<PlanOptions> ResolveOptions(const Batch& batch, const PlanOptions
     return absl::InvalidArgumentError(
         absl::StrCat("kv_lanes = ", o.kv_lanes, ": must be in [1, 64] (0: the arch's default)"));
   }
-  if (variant.ok() && ValidateBatch(batch).ok()) {
+  if (variant && ValidateBatch(batch).ok()) {
     PlanOptions planned = o;  // on the grid PlanDecodeInto plans
     if (options.num_cu == 0) planned.num_cu *= variant->blocks_per_cu;
     o.fixed_overhead = BatchFixedOverhead(batch, *variant, planned);
@@ -132,12 +151,9 @@ struct PlanPrediction {
 };
 PlanPrediction PredictPlan(const std::vector<QoTile>& tiles, const ResolvedVariant& variant,
                            const PlanOptions& o, int page_size, const UnitCosts& unit) {
-  const bool greedy = o.policy == PlanPolicy::kGreedyPayload;
-  const int lanes = greedy ? KvLanes(tiles, o.num_cu, o.kv_lanes) : 1;
-  const std::vector<QoTile> ordered = LaneMajorTiles(tiles, lanes);
-  const std::vector<Assignment> assignments =
-      greedy ? AssignGreedyPayload(ordered, o, page_size, lanes)
-             : AssignLongestFirst(ordered, o, page_size);
+  std::vector<QoTile> ordered = tiles;
+  int lanes = 1;
+  const std::vector<Assignment> assignments = AssignTiles(ordered, o, page_size, &lanes);
   std::vector<double> load(o.num_cu, 0.0);
   std::vector<int64_t> pieces(ordered.size(), 0);
   for (const Assignment& a : assignments) {
@@ -152,8 +168,7 @@ PlanPrediction PredictPlan(const std::vector<QoTile>& tiles, const ResolvedVaria
   }
   PlanPrediction p;
   p.makespan_ns = *std::max_element(load.begin(), load.end());
-  p.reduce_ns =
-      rows > 0 ? variant.reduce.ns_per_launch() + variant.reduce.ns_per_partial_row() * rows : 0;
+  p.reduce_ns = ReduceNs(variant.reduce, rows);
   return p;
 }
 
@@ -468,18 +483,8 @@ absl::StatusOr<PlanSizes> PlanDecodeInto(const Batch& batch, const PlanOptions& 
   const PlanOptions& o = *resolved;
 
   std::vector<QoTile> tiles = BuildTiles(batch, *variant, o.kv_granularity);
-  const int lanes =
-      o.policy == PlanPolicy::kGreedyPayload ? KvLanes(tiles, o.num_cu, o.kv_lanes) : 1;
-  tiles = LaneMajorTiles(std::move(tiles), lanes);
-  std::vector<Assignment> assignments;
-  switch (o.policy) {
-    case PlanPolicy::kGreedyPayload:
-      assignments = AssignGreedyPayload(tiles, o, batch.page_size, lanes);
-      break;
-    case PlanPolicy::kLongestFirst:
-      assignments = AssignLongestFirst(tiles, o, batch.page_size);
-      break;
-  }
+  int lanes = 1;
+  const std::vector<Assignment> assignments = AssignTiles(tiles, o, batch.page_size, &lanes);
 
   // Count, check every capacity, then write: nothing is written unless all of it fits.
   PlanSizes sizes;

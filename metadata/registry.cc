@@ -184,8 +184,9 @@ absl::Status ValidateCost(const proto::CostModel& cost, int rows_per_tile,
   for (int k = 0; k < cost.routed_size(); ++k) {
     const proto::RoutedTileCost& r = cost.routed(k);
     const std::string where = absl::StrCat(label, ": cost.routed[", k, "]");
-    if (r.kernel().empty())
+    if (r.kernel().empty()) {
       return absl::InvalidArgumentError(absl::StrCat(where, ".kernel is empty"));
+    }
     if (r.rows() < 1 || r.rows() > rows_per_tile) {
       return absl::InvalidArgumentError(absl::StrCat(
           where, ".rows = ", r.rows(), " is outside [1, rows_per_tile = ", rows_per_tile, "]"));
@@ -384,6 +385,11 @@ UnitCosts TileUnitCosts(const proto::CostModel& cost, int rows, bool several_blo
     u.ns_per_block *= static_cast<double>(kv_granularity) / cost.kv_granularity();
   }
   return u;
+}
+
+double ReduceNs(const proto::ReduceCost& reduce, int64_t partial_rows) {
+  if (partial_rows <= 0) return 0;
+  return reduce.ns_per_launch() + reduce.ns_per_partial_row() * static_cast<double>(partial_rows);
 }
 
 const proto::RoutedTileCost* RoutedCost(const proto::CostModel& cost, absl::string_view kernel,

@@ -8,6 +8,7 @@
 #ifndef MLAPS_METADATA_REGISTRY_H_
 #define MLAPS_METADATA_REGISTRY_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,10 @@ struct UnitCosts {
 // scaled to blocks of `kv_granularity` tokens (cost.kv_granularity 0: not scaled).
 UnitCosts TileUnitCosts(const proto::CostModel& cost, int rows, bool several_blocks_per_cu,
                         int kv_granularity);
+
+// The reduce time (ns) of `partial_rows` rows under `reduce` (a registry's reduce entry):
+// ns_per_launch + ns_per_partial_row x partial_rows; 0 for no rows (no reduce launch).
+double ReduceNs(const proto::ReduceCost& reduce, int64_t partial_rows);
 
 // The routed entry (CostModel.routed) for plans of `kernel` on `rows`-row tiles at
 // `kv_granularity`, or nullptr.

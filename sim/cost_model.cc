@@ -60,11 +60,6 @@ int64_t ReducePartialRows(const Batch& batch, const WorkPlan& plan) {
   return rows;
 }
 
-double ReduceNs(const proto::ReduceCost& reduce, int64_t partial_rows) {
-  if (partial_rows <= 0) return 0;
-  return reduce.ns_per_launch() + reduce.ns_per_partial_row() * static_cast<double>(partial_rows);
-}
-
 absl::StatusOr<double> PredictedReduceNs(const Batch& batch, const WorkPlan& plan) {
   absl::StatusOr<proto::KernelRegistry> registry = LoadRegistry(batch.arch);
   if (!registry.ok()) return registry.status();

@@ -65,13 +65,9 @@ absl::StatusOr<double> PredictedDecodeNs(const Batch& batch, const PlanOptions& 
 // heads of a group (batch.num_heads / plan.head_fold).
 int64_t ReducePartialRows(const Batch& batch, const WorkPlan& plan);
 
-// The reduce time (ns) of `partial_rows` rows under `reduce` (a registry's reduce entry):
-// ns_per_launch + ns_per_partial_row x partial_rows; 0 for no rows (no reduce launch).
-double ReduceNs(const proto::ReduceCost& reduce, int64_t partial_rows);
-
-// The reduce time (ns) the simulator predicts for `plan`: ReduceNs under the embedded registry's
-// reduce entry for batch.arch (0 for a plan without split tiles, or an uncalibrated entry).
-// Errors: those of LoadRegistry.
+// The reduce time (ns) the simulator predicts for `plan`: ReduceNs (metadata/registry.h) under the
+// embedded registry's reduce entry for batch.arch (0 for a plan without split tiles, or an
+// uncalibrated entry). Errors: those of LoadRegistry.
 absl::StatusOr<double> PredictedReduceNs(const Batch& batch, const WorkPlan& plan);
 
 // Cost of one item of `plan` (its visible kv blocks, plus the per-item cost).

@@ -314,9 +314,8 @@ int Main() {
           blocks_only.per_item = 0.0;
           // The tile entries (the planner's item charge) are fitted on whole pages only, every
           // kernel of the fill together; the routed ones per kernel and kv_granularity.
-          std::vector<Sample> unused;
-          std::vector<Sample>& fill =
-              family.page == 64 ? samples[{run.dtype, run.rows, run.per_cu}] : unused;
+          std::vector<Sample>* fill =
+              family.page == 64 ? &samples[{run.dtype, run.rows, run.per_cu}] : nullptr;
           std::vector<Sample>& routed_fill =
               routed_samples[{run.dtype, run.kernel, run.rows, run.granularity}];
           run.cu_cycles.assign(blocks, 0.0);
@@ -333,7 +332,7 @@ int Main() {
               const Sample sample{
                   sim::WorkItemCost(run.batch, run.plan, run.plan.work_info[i], blocks_only),
                   static_cast<double>(end - e.clock_begin)};
-              fill.push_back(sample);
+              if (fill != nullptr) fill->push_back(sample);
               routed_fill.push_back(sample);
             }
             if (w1 > w0) {
@@ -407,7 +406,7 @@ int Main() {
       reduce_fit.n, reduce.ns_per_launch(), reduce.ns_per_partial_row(), reduce_fit.r2,
       100 * reduce_fit.median_rel);
   auto reduce_sim_us = [&](const Batch& batch, const WorkPlan& plan) {
-    return 1e-3 * sim::ReduceNs(reduce, sim::ReducePartialRows(batch, plan));
+    return 1e-3 * ReduceNs(reduce, sim::ReducePartialRows(batch, plan));
   };
 
   std::printf("\nRouted fits (per kernel and kv_granularity; ns):\n");

@@ -99,6 +99,10 @@ enum MlaStatusCode : int32_t {
                               // kernel computes in f16, which cannot hold it; that O is inf/NaN
                               // (the f16 P V kernel widens V only, scaled by 2^-8: Q and K keep
                               // bf16's range, V up to a finite magnitude of 2^24)
+  kMlaBadMergePiece = 16,     // merge in the decode: an item's partial rows are no piece of a
+                              // split tile (value: its partial_qo_loc; index: the tile, -1 when
+                              // none has its q tokens), or a tile's pieces ran more often than
+                              // it has them (value: the tile's counter); that tile is not merged
 };
 
 struct MlaStatus {
@@ -123,6 +127,26 @@ struct MlaTraceEntry {
   int64_t clock_end;    // MlaDecodeParams::trace_clocks is false
 };
 static_assert(sizeof(MlaTraceEntry) == 64, "MlaTraceEntry is 64 bytes");
+
+// The plan's split tiles for the decode to merge itself (MlaDecodeParams::merge): with
+// `counters` set, the block that completes the last piece of a split tile merges the tile's
+// pieces into final O / LSE right away (the reduce kernel's arithmetic, so the same bits), and
+// no reduce launch is needed. A piece counts itself on counters[k] (k: its tile, the one entry
+// of reduce_final_map with its q tokens) after its partial rows are written (the sm90 kernels
+// count a block's pieces once its items ran); the block whose count completes the tile merges
+// it and sets the counter back to 0. So the counters must be 0 before the first launch (the caller
+// zeroes them once) and every launch leaves them 0; a launch that was cut short (a reported
+// plan error) may not, so re-zero them after a status error.
+struct MlaSplitMerge {
+  const int32_t* reduce_indptr = nullptr;  // as MlaReduceParams
+  const int32_t* reduce_final_map = nullptr;
+  const int32_t* reduce_partial_map = nullptr;
+  int64_t reduce_partial_map_capacity = 0;
+  int num_reduce_tiles = 0;
+  const int32_t* num_reduce_tiles_device = nullptr;
+  int reduce_tiles_capacity = 0;
+  int32_t* counters = nullptr;  // [reduce_tiles_capacity]; nullptr: the decode merges nothing
+};
 
 // Everything the decode kernel reads and writes. Device pointers unless noted; all ranges
 // are half-open [begin, end); sizes are element counts.
@@ -184,6 +208,11 @@ struct MlaDecodeParams {
   int block_threads = 0;
   // Which NVIDIA kernel runs the launch (MlaDecodePath); the AMD build has one path.
   int32_t path = 0;
+  // ---- Split tiles merged by the decode (optional) --------------------------------------
+  // merge.counters set: O / LSE are final when the launch completes, split tiles included
+  // (the sm90 kernels merge them in the kernel; on the other paths LaunchMlaDecode enqueues
+  // the reduce kernel after the decode). Unset: the caller runs LaunchMlaReduce.
+  MlaSplitMerge merge;
 };
 
 // Everything the reduce kernel reads and writes (device pointers unless noted).

@@ -118,7 +118,48 @@ const char* MlaDecodeParamsError(const MlaDecodeParams& p) {
     return "the kv cache (num_pages * page_size) and Q (num_q_tokens * num_heads) must hold "
            "fewer than 2^31 rows";
   }
+  if (p.merge.counters != nullptr) {
+    const MlaSplitMerge& m = p.merge;
+    if (m.reduce_indptr == nullptr || m.reduce_final_map == nullptr ||
+        m.reduce_partial_map == nullptr) {
+      return "merge needs reduce_indptr, reduce_final_map and reduce_partial_map";
+    }
+    if (m.reduce_tiles_capacity < 0 || m.num_reduce_tiles < 0 ||
+        m.reduce_partial_map_capacity < 0) {
+      return "merge sizes and capacities must be >= 0";
+    }
+    if (m.num_reduce_tiles_device == nullptr && m.num_reduce_tiles > m.reduce_tiles_capacity) {
+      return "merge.num_reduce_tiles exceeds merge.reduce_tiles_capacity";
+    }
+    if (p.partial_o == nullptr || p.partial_lse == nullptr) {
+      return "merge needs partial_o and partial_lse";
+    }
+  }
   return nullptr;
+}
+
+MlaReduceParams MlaReduceParamsOf(const MlaDecodeParams& p) {
+  MlaReduceParams r;
+  r.reduce_indptr = p.merge.reduce_indptr;
+  r.reduce_final_map = p.merge.reduce_final_map;
+  r.reduce_partial_map = p.merge.reduce_partial_map;
+  r.reduce_partial_map_capacity = p.merge.reduce_partial_map_capacity;
+  r.num_reduce_tiles = p.merge.num_reduce_tiles;
+  r.num_reduce_tiles_device = p.merge.num_reduce_tiles_device;
+  r.reduce_tiles_capacity = p.merge.reduce_tiles_capacity;
+  r.qo_indptr = p.qo_indptr;
+  r.num_requests = p.num_requests;
+  r.num_q_tokens = p.num_q_tokens;
+  r.num_heads = p.num_heads;
+  r.head_fold = p.head_fold;
+  r.partial_o = p.partial_o;
+  r.partial_lse = p.partial_lse;
+  r.partial_rows_capacity = p.partial_rows_capacity;
+  r.o = p.o;
+  r.o_fp32 = p.o_fp32;
+  r.lse = p.lse;
+  r.status = p.status;
+  return r;
 }
 
 const char* MlaReduceParamsError(const MlaReduceParams& p) {
@@ -274,8 +315,12 @@ hipError_t EncodeKvMap(const MlaDecodeParams& p, bool raw_e4m3, mla::TmaMap* map
 
 }  // namespace
 
-int LaunchMlaDecode(const MlaDecodeParams& params, void* stream) {
-  if (MlaDecodeParamsError(params) != nullptr) return hipErrorInvalidValue;
+namespace {
+
+// The decode kernel of these (valid) params; *merges: whether that kernel merges split tiles
+// itself (the sm90 kernels, MlaSplitMerge).
+int LaunchDecodeKernel(const MlaDecodeParams& params, void* stream, bool* merges) {
+  *merges = false;
   const bool fp8 = params.dtype == kMlaFp8E4m3fn;
   const int smem = static_cast<int>(MlaDecodeSharedBytes(params));
   const int threads = params.block_threads != 0 ? params.block_threads : kDefaultThreads;
@@ -315,6 +360,7 @@ int LaunchMlaDecode(const MlaDecodeParams& params, void* stream) {
     const int tma_threads = which == 1 ? mla::sm90_f16pv::kF16PvThreads : mla::kSm90Threads;
     hipLaunchKernelGGL(kernel, dim3(params.num_cu), dim3(tma_threads), smem,
                        static_cast<hipStream_t>(stream), params, kv_map);
+    *merges = true;
     return hipGetLastError();
   }
   if (UseWgmma(params)) {
@@ -329,6 +375,7 @@ int LaunchMlaDecode(const MlaDecodeParams& params, void* stream) {
     }
     hipLaunchKernelGGL(sm90, dim3(params.num_cu), dim3(mla::sm90_bf16::kSm90Threads), smem,
                        static_cast<hipStream_t>(stream), params);
+    *merges = true;
     return hipGetLastError();
   }
   // [fp8][0: 64-row 256 threads, 1: 64-row 512 threads, 2: compact 256 threads]
@@ -353,6 +400,17 @@ int LaunchMlaDecode(const MlaDecodeParams& params, void* stream) {
   hipLaunchKernelGGL(kernel, dim3(params.num_cu), dim3(threads), smem,
                      static_cast<hipStream_t>(stream), params);
   return hipGetLastError();
+}
+
+}  // namespace
+
+int LaunchMlaDecode(const MlaDecodeParams& params, void* stream) {
+  if (MlaDecodeParamsError(params) != nullptr) return hipErrorInvalidValue;
+  bool merges = false;
+  if (const int e = LaunchDecodeKernel(params, stream, &merges); e != hipSuccess) return e;
+  // Merge asked for from a kernel that does not merge: the reduce right behind it.
+  if (params.merge.counters == nullptr || merges) return hipSuccess;
+  return LaunchMlaReduce(MlaReduceParamsOf(params), stream);
 }
 
 int LaunchMlaReduce(const MlaReduceParams& params, void* stream) {

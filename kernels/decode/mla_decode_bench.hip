@@ -71,6 +71,8 @@ struct Row {
   int batch, ctx, heads, qlen, items, splits, blocks, lanes;
   float decode_us, reduce_us, total_us;
   float step_us = -1;  // GPU planner + decode + reduce; < 0: not measured
+  // The decode merging split tiles itself (MlaSplitMerge), one launch; and the step with it.
+  float merged_us = 0, step_merged_us = -1;
   double tbps, tflops;
   double predicted_us;  // the simulator's makespan under the registry's calibrated costs; < 0: none
 };
@@ -177,6 +179,9 @@ bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const ch
   MlaDecodeParams& p = staged.decode;
   if (const char* env = std::getenv("MLAPS_MLA_BLOCK_THREADS")) p.block_threads = std::atoi(env);
   p.path = staging::ParseDecodePath(std::getenv("MLAPS_MLA_PATH"));
+  MlaDecodeParams& pm = staged.merged;
+  pm.block_threads = p.block_threads;
+  pm.path = p.path;
   const MlaReduceParams& r = staged.reduce;
   // A direct launch first (sets the shared-memory attribute, checks the status word).
   if (!bench::RunChecked(staged, stream)) return false;
@@ -208,6 +213,15 @@ bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const ch
     LaunchMlaDecode(p, stream);
     LaunchMlaReduce(r, stream);
   });
+  // The merging decode, checked once first (status word; it leaves its counters at 0).
+  const bool split = plan->num_reduce_tiles() > 0;
+  if (split) {
+    bench::StagedCase m = staged;
+    m.decode = pm;
+    m.reduce.num_reduce_tiles = 0;
+    if (!bench::RunChecked(m, stream)) return false;
+  }
+  row.merged_us = split ? time_us([&] { LaunchMlaDecode(pm, stream); }) : row.total_us;
   GpuPlannerParams gp;
   if (!StepPlannerParams(batch, options, *plan, pages, buffers, &gp)) {
     std::printf("  (no step time: the GPU planner does not plan this case)\n");
@@ -218,6 +232,10 @@ bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const ch
       LaunchGpuPlanner(gp, stream);
       LaunchMlaDecode(p, stream);
       if (plan->num_reduce_tiles() > 0) LaunchMlaReduce(r, stream);
+    });
+    row.step_merged_us = time_us([&] {
+      LaunchGpuPlanner(gp, stream);
+      LaunchMlaDecode(pm, stream);
     });
   }
   const int elem = fp8 ? 1 : 2;
@@ -230,9 +248,10 @@ bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const ch
   rows->push_back(row);
   std::printf(
       "  %s %s B%d ctx%d H%d q%d %s blocks %d lanes %d: decode %.1f us, reduce %.1f us, total "
-      "%.1f us, step %.1f us\n",
+      "%.1f us, merged in the decode %.1f us, step %.1f us (merged %.1f us)\n",
       kind, row.dtype.c_str(), batch_size, ctx, batch.num_heads, qlen, row.kernel.c_str(),
-      row.blocks, row.lanes, row.decode_us, row.reduce_us, row.total_us, row.step_us);
+      row.blocks, row.lanes, row.decode_us, row.reduce_us, row.total_us, row.merged_us, row.step_us,
+      row.step_merged_us);
   std::fflush(stdout);
   return true;
 }
@@ -402,12 +421,16 @@ int Main(const Filter& filter) {
   // fp8 topk-2048 row) and peer_us / total_us (> 1: mlaps faster).
   // step_us: GPU planner + decode + reduce in one graph; peer_step_us: FlashMLA's
   // metadata kernel + peer_us; x_step = peer_step_us / step_us.
+  // merged_us: the decode merging the split tiles itself (MlaDecodeParams::merge: one launch,
+  // no reduce; total_us where nothing splits); x_merged = peer_us / merged_us;
+  // step_merged_us: GPU planner + that decode; x_step_merged = peer_step_us / step_merged_us.
   std::printf(
       "%-10s %-5s %-6s %5s %6s %4s %4s %6s %5s %6s %6s %10s %10s %10s %8s %9s %8s %9s %8s %9s "
-      "%7s %8s %12s %6s\n",
+      "%7s %8s %12s %6s %10s %8s %14s %13s\n",
       "kind", "dtype", "kernel", "batch", "ctx", "H", "qlen", "blocks", "lanes", "items", "splits",
       "decode_us", "reduce_us", "total_us", "TB/s", "TFLOP/s", "reduce%", "sim_us", "sim_err",
-      "peer_us", "x_peer", "step_us", "peer_step_us", "x_step");
+      "peer_us", "x_peer", "step_us", "peer_step_us", "x_step", "merged_us", "x_merged",
+      "step_merged_us", "x_step_merged");
   for (const Row& r : rows) {
     char sim[32] = "-", err[32] = "-";
     if (r.predicted_us >= 0) {
@@ -416,28 +439,38 @@ int Main(const Filter& filter) {
                     100.0 * (r.predicted_us - r.decode_us) / r.decode_us);
     }
     char peer_us[32] = "-", ratio[32] = "-", step[32] = "-", peer_step[32] = "-",
-         step_ratio[32] = "-";
+         step_ratio[32] = "-", merged_ratio[32] = "-", step_merged[32] = "-",
+         step_merged_ratio[32] = "-";
     if (r.step_us >= 0) std::snprintf(step, sizeof(step), "%.1f", r.step_us);
+    if (r.step_merged_us >= 0) {
+      std::snprintf(step_merged, sizeof(step_merged), "%.1f", r.step_merged_us);
+    }
     const bool sparse = r.kind != "dense";
     if (const bench::PeerTiming* t = bench::FindPeerTiming(peer, sparse, r.batch, r.ctx, r.heads,
                                                            r.qlen, sparse ? 2048 : 0)) {
       std::snprintf(peer_us, sizeof(peer_us), "%.1f", t->median_us);
       std::snprintf(ratio, sizeof(ratio), "%.2f", t->median_us / r.total_us);
+      std::snprintf(merged_ratio, sizeof(merged_ratio), "%.2f", t->median_us / r.merged_us);
       if (t->meta_us >= 0) {
         std::snprintf(peer_step, sizeof(peer_step), "%.1f", t->median_us + t->meta_us);
         if (r.step_us > 0) {
           std::snprintf(step_ratio, sizeof(step_ratio), "%.2f",
                         (t->median_us + t->meta_us) / r.step_us);
         }
+        if (r.step_merged_us > 0) {
+          std::snprintf(step_merged_ratio, sizeof(step_merged_ratio), "%.2f",
+                        (t->median_us + t->meta_us) / r.step_merged_us);
+        }
       }
     }
     std::printf(
         "%-10s %-5s %-6s %5d %6d %4d %4d %6d %5d %6d %6d %10.1f %10.1f %10.1f %8.2f %9.1f %7.1f%% "
-        "%9s %8s %9s %7s %8s %12s %6s\n",
+        "%9s %8s %9s %7s %8s %12s %6s %10.1f %8s %14s %13s\n",
         r.kind.c_str(), r.dtype.c_str(), r.kernel.c_str(), r.batch, r.ctx, r.heads, r.qlen,
         r.blocks, r.lanes, r.items, r.splits, r.decode_us, r.reduce_us, r.total_us, r.tbps,
         r.tflops, r.decode_us > 0 ? 100.0 * r.reduce_us / r.decode_us : 0.0, sim, err, peer_us,
-        ratio, step, peer_step, step_ratio);
+        ratio, step, peer_step, step_ratio, r.merged_us, merged_ratio, step_merged,
+        step_merged_ratio);
   }
   return 0;
 }

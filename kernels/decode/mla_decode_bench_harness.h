@@ -110,6 +110,9 @@ struct DecodeBuffers {
   float *lse = nullptr, *partial_o = nullptr, *partial_lse = nullptr;
   int32_t *batch_words = nullptr, *plan_words = nullptr;
   MlaStatus* status = nullptr;
+  // MlaSplitMerge counters for StagedCase::merged (zeroed once; every launch leaves them 0).
+  static constexpr int kMergeCounters = 4096;
+  int32_t* merge_counters = nullptr;
   // Overwritten before each timed replay (TimeGraphColdL2): 256 MB, 4x the H200's L2 (the
   // peer's flush).
   size_t l2_flush_bytes = size_t{256} << 20;
@@ -130,6 +133,8 @@ inline DecodeBuffers AllocateDecodeBuffers(int64_t max_kv_tokens, int64_t max_ro
   MLAPS_CHECK_HIP(hipMalloc(&d.plan_words, d.words * 4));
   MLAPS_CHECK_HIP(hipMalloc(&d.status, sizeof(MlaStatus)));
   MLAPS_CHECK_HIP(hipMemset(d.status, 0, sizeof(MlaStatus)));
+  MLAPS_CHECK_HIP(hipMalloc(&d.merge_counters, DecodeBuffers::kMergeCounters * 4));
+  MLAPS_CHECK_HIP(hipMemset(d.merge_counters, 0, DecodeBuffers::kMergeCounters * 4));
   MLAPS_CHECK_HIP(hipMalloc(&d.l2_flush, d.l2_flush_bytes));
   return d;
 }
@@ -147,6 +152,7 @@ inline void FillDecodeBuffers(const DecodeBuffers& d, bool fp8, hipStream_t stre
 struct StagedCase {
   MlaDecodeParams decode;
   MlaReduceParams reduce;
+  MlaDecodeParams merged;  // decode merging the split tiles itself (MlaSplitMerge): no reduce
 };
 
 // Uploads the batch's index arrays, `pages` (its page table; sparse batches: the gathered
@@ -166,7 +172,8 @@ inline bool StageCase(const Batch& batch, const WorkPlan& plan, const std::vecto
   for (int32_t page : pages) pages_ok = pages_ok && page >= 0 && page < num_pages;
   if (static_cast<int64_t>(ba.words.size()) > d.words ||
       static_cast<int64_t>(pa.words.size()) > d.words ||
-      partial_rows * hg * 512 * 4 > d.partial_bytes || rows > d.max_rows || !pages_ok) {
+      partial_rows * hg * 512 * 4 > d.partial_bytes || rows > d.max_rows || !pages_ok ||
+      plan.num_reduce_tiles() > DecodeBuffers::kMergeCounters) {
     std::fprintf(stderr, "StageCase: the buffers are too small for this case\n");
     return false;
   }
@@ -187,6 +194,9 @@ inline bool StageCase(const Batch& batch, const WorkPlan& plan, const std::vecto
   out->decode = staging::DecodeParamsFor(batch, plan, ba, pa, num_pages, fp8 ? 0.5 : 1.0,
                                          fp8 ? 0.25 : 1.0, partial_rows, ptrs);
   out->reduce = staging::ReduceParamsFor(batch, plan, ba, pa, partial_rows, ptrs);
+  ptrs.merge_counters = d.merge_counters;
+  out->merged = staging::DecodeParamsFor(batch, plan, ba, pa, num_pages, fp8 ? 0.5 : 1.0,
+                                         fp8 ? 0.25 : 1.0, partial_rows, ptrs);
   return true;
 }
 

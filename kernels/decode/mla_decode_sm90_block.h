@@ -31,7 +31,8 @@ struct SmemSm90 {
   static constexpr int kRowL = kRowAlpha + 64 * 4;  // [item % 2][consumer][64] row sums
   static constexpr int kPvAlpha = kRowL + 2 * 2 * 64 * 4;        // [block % 4][64] rescale factors
   static constexpr int kPvMoved = kPvAlpha + 4 * 64 * 4;         // [block % 4][warp]: any moved
-  static constexpr int kBars = kPvMoved + 4 * 4 * 4;             // mbarriers, 8 bytes each:
+  static constexpr int kMerge = kPvMoved + 4 * 4 * 4;            // [4] int32: MergeIfLastPiece's
+  static constexpr int kBars = kMerge + 16;                      // mbarriers, 8 bytes each:
   static constexpr int kRingSlots = 4;                           // the most a ring has (KvRing)
   static constexpr int kFull = 0;                                //   [4 slots][9 chunks]
   static constexpr int kLanded = kFull + kRingSlots * kChunks;   //   [4 slots][9 chunks]
@@ -76,6 +77,9 @@ constexpr int KvMapSwizzleBytes(bool fp8, bool raw_e4m3) { return !fp8 ? 128 : r
 
 constexpr int kSm90Threads = 384;  // warpgroups 0, 1: consumers; 2: producer
 constexpr int kSm90WgThreads = 128;
+// The named barrier of both consumers around a merge (MergeIfLastPiece); the kernels' others:
+// 1 (bf16 hi + lo, the block), 2 + w (one consumer), 4 (the converters).
+constexpr int kSm90MergeBarrier = 5;
 // Registers per thread after setmaxnreg. The launch gives every thread the launch bounds' cap,
 // 168 (65536 / 384, rounded down to 8), and setmaxnreg.inc takes from what the producer's
 // .dec returns to the block's pool: a split above 3 x 168 leaves a consumer waiting forever

@@ -36,6 +36,7 @@
 #include "kernels/decode/mla_decode_device.h"
 #include "kernels/decode/mla_decode_sm90_block.h"
 #include "kernels/decode/mla_decode_sm90_probe.h"
+#include "kernels/decode/mla_merge_device.h"
 #include "kernels/decode/sm90_primitives.h"
 
 namespace mlaps {
@@ -525,6 +526,7 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
   uint8_t* smem = DynamicSmem();
   smem += (SmemSm90::kAlign - (SmemAddr(smem) & (SmemSm90::kAlign - 1))) & (SmemSm90::kAlign - 1);
   if (threadIdx.x == 0) {
+    MergeSharedInit(reinterpret_cast<int*>(smem + SmemSm90::kMerge));
     const uint32_t bars = SmemAddr(smem) + SmemSm90::kBars;
     // landed, q_landed: the copy threads' cp.async arrivals; full, q_full: the converters;
     // empty, stats, score_stats: one consumer; q_empty, row_l_full: both.
@@ -584,6 +586,20 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
             ++item;
           },
           2 * kSm90WgThreads);
+    }
+    // With merge asked for, the block's pieces of split tiles are counted once all its items
+    // ran, and both consumers merge each tile whose count they complete (MergeIfLastPiece).
+    // After the walk, not after each piece: inside it the merge's code made ptxas serialize the
+    // kernels' wgmmas (C7520); and in a plan split at CU boundaries a tile's last piece ends
+    // its block's walk anyway.
+    if (p.merge.counters != nullptr) {
+      WalkItems</*kRecord=*/false>(p, kMaxRows, [&](const Item& it, int cu) {
+        if (it.partial < 0) return;
+        MergeIfLastPiece<2 * kSm90WgThreads>(
+            p, it, cu, static_cast<int>(threadIdx.x),
+            reinterpret_cast<int*>(smem + SmemSm90::kMerge),
+            [] { NamedBarrierSync(kSm90MergeBarrier, 2 * kSm90WgThreads); });
+      });
     }
     MLAPS_SM90_MARK(9, item);
     MLAPS_SM90_TIMES_END();

@@ -97,6 +97,9 @@ struct DecodePointers {
   MlaStatus* status = nullptr;
   MlaTraceEntry* trace = nullptr;
   int32_t* trace_counts = nullptr;
+  // Set: the decode merges the plan's split tiles itself (MlaDecodeParams::merge); one
+  // counter a split tile, zero before the first launch.
+  int32_t* merge_counters = nullptr;
 };
 
 inline MlaMask MaskOf(const Batch& batch) {
@@ -146,6 +149,15 @@ inline MlaDecodeParams DecodeParamsFor(const Batch& batch, const WorkPlan& plan,
   p.trace = d.trace;
   p.trace_capacity = d.trace != nullptr ? plan.num_works() : 0;
   p.trace_counts = d.trace_counts;
+  if (d.merge_counters != nullptr) {
+    p.merge.reduce_indptr = d.plan + pa.reduce_indptr;
+    p.merge.reduce_final_map = d.plan + pa.reduce_final_map;
+    p.merge.reduce_partial_map = d.plan + pa.reduce_partial_map;
+    p.merge.reduce_partial_map_capacity = static_cast<int64_t>(plan.reduce_partial_map.size());
+    p.merge.num_reduce_tiles = plan.num_reduce_tiles();
+    p.merge.reduce_tiles_capacity = plan.num_reduce_tiles();
+    p.merge.counters = d.merge_counters;
+  }
   return p;
 }
 

@@ -42,10 +42,11 @@ __device__ __forceinline__ void AddWeighted(float wgt, const float4 (&v)[kChunks
 // partial O rows are loaded two pieces at a time, the first two together with the LSEs (they
 // do not depend on them), so that a row of two pieces (the common split) costs one round
 // trip to memory instead of three. A dead piece's O is loaded but never read, so garbage in
-// it cannot reach O.
-template <int kFew, int kLanes>
-__device__ __forceinline__ void MergeRow(const MlaReduceParams& p, const int32_t* locs, int n,
-                                         int64_t tok, int hh, int hg, int64_t out_row, int lane) {
+// it cannot reach O. Params: MlaReduceParams, or MlaDecodeParams for the decode's own merge
+// (the same partial and output fields).
+template <int kFew, int kLanes, class Params>
+__device__ __forceinline__ void MergeRow(const Params& p, const int32_t* locs, int n, int64_t tok,
+                                         int hh, int hg, int64_t out_row, int lane) {
   constexpr int kChunks = kDimV / (4 * kLanes);
   static_assert(kChunks * 4 * kLanes == kDimV, "the row's columns split evenly over the lanes");
   auto piece_row = [&](int j) { return (static_cast<int64_t>(locs[j]) + tok) * hg + hh; };
@@ -130,15 +131,17 @@ __device__ __forceinline__ void MergeRow(const MlaReduceParams& p, const int32_t
   if (lane == 0) p.lse[out_row] = lse;
 }
 
-// The rows of a tile (tokens x heads of a group) merged by one block: kReduceThreads / kLanes
-// at a time, rows y * rows_at_once + group strided by the grid's rows. A tile's rows, hence
-// kLanes, are the same in every thread of the block.
-template <int kLanes>
-__device__ __forceinline__ void MergeRows(const MlaReduceParams& p, const int32_t* locs, int n,
-                                          int rows, int hg, int64_t out_row0) {
-  constexpr int kRowsAtOnce = kReduceThreads / kLanes;
-  const int group = threadIdx.x / kLanes, lane = threadIdx.x - group * kLanes;
-  for (int row = blockIdx.y * kRowsAtOnce + group; row < rows; row += gridDim.y * kRowsAtOnce) {
+// The rows of a tile (tokens x heads of a group) merged by kThreads threads (`tid`: this
+// thread's index among them), kThreads / kLanes rows at a time: rows (pass * kThreads /
+// kLanes + group) for pass = first_pass, first_pass + pass_stride, ... A tile's rows, hence
+// kLanes, are the same in every thread.
+template <int kLanes, int kThreads, class Params>
+__device__ __forceinline__ void MergeRows(const Params& p, const int32_t* locs, int n, int rows,
+                                          int hg, int64_t out_row0, int tid, int first_pass,
+                                          int pass_stride) {
+  constexpr int kRowsAtOnce = kThreads / kLanes;
+  const int group = tid / kLanes, lane = tid - group * kLanes;
+  for (int row = first_pass * kRowsAtOnce + group; row < rows; row += pass_stride * kRowsAtOnce) {
     const int tok = row / hg, hh = row - tok * hg;
     const int64_t out_row = out_row0 + static_cast<int64_t>(tok) * p.num_heads + hh;
     if (n <= kReduceFewPieces) {
@@ -160,7 +163,9 @@ __device__ __forceinline__ void MergeRowsAtOnce(const MlaReduceParams& p, const 
       return;
     }
   }
-  MergeRows<kReduceThreads / kAtOnce>(p, locs, n, rows, hg, out_row0);
+  // Block y of the tile's kReduceRowSplit takes passes y, y + gridDim.y, ...
+  MergeRows<kReduceThreads / kAtOnce, kReduceThreads>(p, locs, n, rows, hg, out_row0, threadIdx.x,
+                                                      blockIdx.y, gridDim.y);
 }
 
 // Rows a reduce block merges side by side for a tile of `rows` rows: as few as fill the

@@ -29,6 +29,7 @@ struct DecodeRunResult {
   MlaStatus status{};
   sim::Trace trace;
   std::string error;  // the emulation's abort message; empty when the run ended normally
+  std::vector<int32_t> merge_counters;  // after a run whose decode merged (MlaSplitMerge)
 };
 
 bool SameBits(absl::Span<const float> a, absl::Span<const float> b);

@@ -17,12 +17,12 @@
 namespace mlaps::testing {
 
 // `decode_error`: what the decode launch reported ("" when it ran); the reduce runs only
-// after a clean decode.
+// after a clean decode, and not when the decode merged the split tiles itself.
 inline DecodeRunResult ReduceAndCollect(const HostDecodeRun& run, std::string decode_error) {
   DecodeRunResult r;
   r.error = std::move(decode_error);
   const MlaReduceParams& rp = run.reduce;
-  if (r.error.empty() && rp.reduce_tiles_capacity > 0) {
+  if (r.error.empty() && rp.reduce_tiles_capacity > 0 && run.decode.merge.counters == nullptr) {
     r.error = mlaps_emu::Launch(dim3(rp.reduce_tiles_capacity, mla::kReduceRowSplit),
                                 dim3(mla::kReduceThreads), 0, [&] { mla::MlaReduceKernel(rp); });
   }
@@ -30,6 +30,7 @@ inline DecodeRunResult ReduceAndCollect(const HostDecodeRun& run, std::string de
   r.lse = run.Lse();
   r.status = run.Status();
   r.trace = run.Trace();
+  r.merge_counters = run.MergeCounters();
   return r;
 }
 

@@ -150,6 +150,35 @@ TEST_P(Sm90KernelTest, ManySplitsTakeTheManyPiecesReduce) {
   CheckSm90Case(GetParam(), sim::MakeDecodeCase(batch, 7), plan, "H16 q1 cu6 (many pieces)");
 }
 
+TEST_P(Sm90KernelTest, DecodeMergeWaitsForEveryPiece) {
+  // Two requests split over 6 CUs; only the first 3 run: a tile with a piece beyond them is
+  // left for its last piece, a tile complete on them is merged.
+  const Batch batch = MakeVarlenBatch(Arch::kSm90, DType::kBf16, 16, {150, 260}, 1, 1);
+  testing::ExpectMergeWaitsForEveryPiece(GetParam(), sim::MakeDecodeCase(batch, 31),
+                                         PlanForTest(batch, 6), 3);
+}
+
+TEST_P(Sm90KernelTest, DecodeMergeFindsTilesInLaneMajorOrder) {
+  // kv lanes order the split tiles lane-major, so reduce_final_map does not ascend: the decode
+  // must find a piece's tile by its q tokens wherever it sits (CheckSm90Case runs the merge).
+  // Two tiles a request (H64, qlen 2) in two lanes on 8 CUs.
+  const Batch batch = MakeVarlenBatch(Arch::kSm90, DType::kBf16, 64, {600, 500, 550}, 2, 16);
+  const WorkPlan plan = PlanForTest(batch, 8);
+  ASSERT_GT(plan.kv_lanes, 1);
+  bool ascending = true;
+  for (int t = 1; t < plan.num_reduce_tiles(); ++t) {
+    ascending = ascending && plan.reduce_final_map[2 * t] > plan.reduce_final_map[2 * t - 2];
+  }
+  ASSERT_FALSE(ascending) << "the plan's split tiles ascend: not the case under test";
+  CheckSm90Case(GetParam(), sim::MakeDecodeCase(batch, 33), plan, "H64 q2 batch3 cu8 lanes");
+}
+
+TEST_P(Sm90KernelTest, DecodeMergeReportsAPieceWithoutATile) {
+  const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 1, 1, 200, 1);
+  testing::ExpectMergeReportsAPieceWithoutATile(GetParam(), sim::MakeDecodeCase(batch, 32),
+                                                PlanForTest(batch, 6));
+}
+
 TEST_P(Sm90KernelTest, LongItemWrapsTheKvRing) {
   // One CU: an item of 11 kv blocks, so the four-slot ring and the two P buffers wrap.
   const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 64, 1, 1, 330, 64);

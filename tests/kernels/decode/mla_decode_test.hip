@@ -215,15 +215,18 @@ class MlaDecodeGpu : public ::testing::Test {
     ASSERT_HIP_OK(hipMalloc(&trace_counts_, 4096 * 4));
     ASSERT_HIP_OK(hipMalloc(&counts_, 3 * sizeof(unsigned long long)));
     ASSERT_HIP_OK(hipMalloc(&gather_, int64_t{16384} * 576 * 2));
+    ASSERT_HIP_OK(hipMalloc(&merge_counters_, kMergeCounters * 4));
+    ASSERT_HIP_OK(hipMemset(merge_counters_, 0, kMergeCounters * 4));
     ASSERT_HIP_OK(hipStreamCreate(&stream_));
   }
   void TearDown() override {
-    for (void* p : {static_cast<void*>(kv_), static_cast<void*>(q_), static_cast<void*>(o_),
-                    static_cast<void*>(lse_), static_cast<void*>(partial_o_),
-                    static_cast<void*>(partial_lse_), static_cast<void*>(batch_words_),
-                    static_cast<void*>(plan_words_), static_cast<void*>(status_),
-                    static_cast<void*>(trace_), static_cast<void*>(trace_counts_),
-                    static_cast<void*>(counts_), static_cast<void*>(gather_)}) {
+    for (void* p :
+         {static_cast<void*>(kv_), static_cast<void*>(q_), static_cast<void*>(o_),
+          static_cast<void*>(lse_), static_cast<void*>(partial_o_),
+          static_cast<void*>(partial_lse_), static_cast<void*>(batch_words_),
+          static_cast<void*>(plan_words_), static_cast<void*>(status_), static_cast<void*>(trace_),
+          static_cast<void*>(trace_counts_), static_cast<void*>(counts_),
+          static_cast<void*>(gather_), static_cast<void*>(merge_counters_)}) {
       if (p != nullptr) {
         EXPECT_EQ(hipFree(p), hipSuccess);
       }
@@ -248,7 +251,20 @@ class MlaDecodeGpu : public ::testing::Test {
     d.status = status_;
     d.trace = with_trace ? trace_ : nullptr;
     d.trace_counts = with_trace ? trace_counts_ : nullptr;
+    d.merge_counters = merge_ ? merge_counters_ : nullptr;
     return d;
+  }
+
+  // Every merge counter of `plan`'s split tiles is back at 0 (MlaSplitMerge: each launch
+  // leaves them so).
+  void ExpectMergeCountersZero(const WorkPlan& plan) {
+    ASSERT_LE(plan.num_reduce_tiles(), kMergeCounters);
+    std::vector<int32_t> counters(plan.num_reduce_tiles());
+    ASSERT_HIP_OK(
+        hipMemcpy(counters.data(), merge_counters_, counters.size() * 4, hipMemcpyDeviceToHost));
+    for (size_t t = 0; t < counters.size(); ++t) {
+      ASSERT_EQ(counters[t], 0) << "merge counter " << t;
+    }
   }
 
   // Uploads the batch and plan arenas, poisons the outputs, launches decode + reduce and
@@ -281,12 +297,15 @@ class MlaDecodeGpu : public ::testing::Test {
     if (path_override_ >= 0) p.path = path_override_;
     ASSERT_EQ(MlaDecodeParamsError(p), nullptr) << MlaDecodeParamsError(p);
     ASSERT_EQ(LaunchMlaDecode(p, stream_), 0);
-    const MlaReduceParams r = testing::ReduceParamsFor(batch, plan, ba, pa, partial_rows, d);
-    ASSERT_EQ(MlaReduceParamsError(r), nullptr) << MlaReduceParamsError(r);
-    ASSERT_EQ(LaunchMlaReduce(r, stream_), 0);
+    if (!merge_) {  // with merge_ the decode merged the split tiles itself
+      const MlaReduceParams r = testing::ReduceParamsFor(batch, plan, ba, pa, partial_rows, d);
+      ASSERT_EQ(MlaReduceParamsError(r), nullptr) << MlaReduceParamsError(r);
+      ASSERT_EQ(LaunchMlaReduce(r, stream_), 0);
+    }
     ASSERT_HIP_OK(
         hipMemcpyAsync(status, status_, sizeof(MlaStatus), hipMemcpyDeviceToHost, stream_));
     ASSERT_HIP_OK(hipStreamSynchronize(stream_));
+    if (merge_ && status->code == kMlaOk) ExpectMergeCountersZero(plan);
   }
 
   // Runs a host-made case; returns O (floats of the bf16 values; fp32 with o_fp32) and LSE.
@@ -436,6 +455,11 @@ class MlaDecodeGpu : public ::testing::Test {
   // must not size the buffers).
   int64_t partial_rows_override_ = -1;
   int32_t path_override_ = -1;  // MlaDecodeParams::path for every launch when >= 0
+  // The decode merges split tiles itself (MlaDecodeParams::merge) instead of the reduce:
+  // MLAPS_MLA_MERGE=1 runs every test so.
+  bool merge_ = std::getenv("MLAPS_MLA_MERGE") != nullptr;
+  static constexpr int kMergeCounters = 4096;
+  int32_t* merge_counters_ = nullptr;
   uint8_t* kv_ = nullptr;
   uint8_t* q_ = nullptr;
   uint16_t* o_ = nullptr;
@@ -1062,6 +1086,76 @@ TEST_F(MlaDecodeGpu, GraphReplayGivesTheSameBits) {
   EXPECT_EQ(0, std::memcmp(lse2.data(), lse.data(), rows * 4));
   ASSERT_HIP_OK(hipGraphExecDestroy(exec));
   ASSERT_HIP_OK(hipGraphDestroy(graph));
+}
+
+// The decode's own merge of split tiles (MlaDecodeParams::merge) writes the bits the reduce
+// kernel writes, on every kernel the launcher picks for these shapes (narrow, f16 P V, bf16 hi +
+// lo, the f16 tiles on page 1), leaves every counter at 0, and replays in a graph without
+// re-zeroing them.
+TEST_F(MlaDecodeGpu, DecodeMergeGivesTheReduceBits) {
+  struct MergeCase {
+    DType dtype;
+    int heads, qlen, batch, ctx, page, num_cu;
+  };
+  const int sms = SmCount();
+  for (const MergeCase& m : std::vector<MergeCase>{{DType::kBf16, 16, 1, 1, 12000, 64, sms},
+                                                   {DType::kFp8, 16, 1, 32, 1024, 64, sms},
+                                                   {DType::kFp8, 64, 2, 32, 1024, 64, sms},
+                                                   {DType::kBf16, 64, 2, 32, 1024, 64, sms},
+                                                   {DType::kBf16, 64, 1, 4, 9000, 64, sms},
+                                                   {DType::kFp8, 128, 2, 8, 3000, 64, sms},
+                                                   {DType::kFp8, 32, 3, 2, 4000, 1, 20}}) {
+    const Batch batch =
+        MakeUniformBatch(Arch::kSm90, m.dtype, m.heads, m.batch, m.qlen, m.ctx, m.page);
+    const WorkPlan plan = Plan(batch, m.num_cu);
+    const std::string name = std::string(m.dtype == DType::kFp8 ? "fp8" : "bf16") + " H" +
+                             std::to_string(m.heads) + " q" + std::to_string(m.qlen) + " B" +
+                             std::to_string(m.batch) + " ctx" + std::to_string(m.ctx) + " page" +
+                             std::to_string(m.page);
+    SCOPED_TRACE(name);
+    ASSERT_GT(plan.num_reduce_tiles(), 0);
+    const sim::DecodeCase c = sim::MakeDecodeCase(batch, 61, 0.7, 1.3);
+    std::vector<float> want_o, want_lse, o, lse;
+    MlaStatus status{};
+    merge_ = false;
+    RunCase(c, plan, &want_o, &want_lse, &status);
+    ASSERT_EQ(status.code, kMlaOk);
+    merge_ = true;
+    RunCase(c, plan, &o, &lse, &status);
+    ASSERT_EQ(status.code, kMlaOk);
+    EXPECT_EQ(0, std::memcmp(o.data(), want_o.data(), o.size() * 4)) << "O";
+    EXPECT_EQ(0, std::memcmp(lse.data(), want_lse.data(), lse.size() * 4)) << "LSE";
+    // Three replays of a graph of the decode alone, outputs poisoned first.
+    const BatchArena ba = testing::PackBatch(c.batch, c.kv_indices);
+    const PlanArena pa = testing::PackPlan(plan);
+    const int64_t num_pages =
+        static_cast<int64_t>(c.kv_cache.size()) / (int64_t{m.page} * kHeadDimQk);
+    const MlaDecodeParams p =
+        testing::DecodeParamsFor(batch, plan, ba, pa, num_pages, c.q_scale, c.kv_scale,
+                                 testing::PartialRowsFor(plan), Pointers(false));
+    const int64_t rows = batch.total_q_tokens() * batch.num_heads;
+    ASSERT_HIP_OK(hipMemset(o_, 0xff, rows * kHeadDimV * 2));
+    ASSERT_HIP_OK(hipMemset(lse_, 0xff, rows * 4));
+    hipGraph_t graph;
+    hipGraphExec_t exec;
+    ASSERT_HIP_OK(hipStreamBeginCapture(stream_, hipStreamCaptureModeGlobal));
+    ASSERT_EQ(LaunchMlaDecode(p, stream_), 0);
+    ASSERT_HIP_OK(hipStreamEndCapture(stream_, &graph));
+    ASSERT_HIP_OK(hipGraphInstantiate(&exec, graph, nullptr, nullptr, 0));
+    for (int i = 0; i < 3; ++i) ASSERT_HIP_OK(hipGraphLaunch(exec, stream_));
+    ASSERT_HIP_OK(hipStreamSynchronize(stream_));
+    std::vector<uint16_t> bits(rows * kHeadDimV);
+    std::vector<float> lse2(rows);
+    ASSERT_HIP_OK(hipMemcpy(bits.data(), o_, bits.size() * 2, hipMemcpyDeviceToHost));
+    ASSERT_HIP_OK(hipMemcpy(lse2.data(), lse_, rows * 4, hipMemcpyDeviceToHost));
+    EXPECT_EQ(testing::Bf16ToFloats(bits), want_o) << "graph replay O";
+    EXPECT_EQ(0, std::memcmp(lse2.data(), want_lse.data(), rows * 4)) << "graph replay LSE";
+    ExpectMergeCountersZero(plan);
+    ASSERT_HIP_OK(hipGraphExecDestroy(exec));
+    ASSERT_HIP_OK(hipGraphDestroy(graph));
+    std::printf("  %-40s items %4d split tiles %3d kernel %s: merged in the decode, same bits\n",
+                name.c_str(), plan.num_works(), plan.num_reduce_tiles(), MlaDecodeKernelName(p));
+  }
 }
 
 TEST(MlaDecodeApi, RefusesBadParams) {

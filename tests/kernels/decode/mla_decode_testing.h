@@ -128,8 +128,10 @@ class HostDecodeRun {
  public:
   using Mutate = void (*)(std::vector<int32_t>& batch_words, const BatchArena&,
                           std::vector<int32_t>& plan_words, const PlanArena&);
+  // merge: the decode merges the plan's split tiles itself (MlaDecodeParams::merge, counters
+  // zeroed here), so no reduce follows.
   HostDecodeRun(const sim::DecodeCase& c, const WorkPlan& plan, const CpRank* cp, bool o_fp32,
-                Mutate mutate = nullptr)
+                Mutate mutate = nullptr, bool merge = false)
       : plan_(plan),
         o_fp32_(o_fp32),
         q_(ToDeviceBytes(c.q, c.batch.q_dtype)),
@@ -161,6 +163,10 @@ class HostDecodeRun {
     d.status = &status_;
     d.trace = trace_.data();
     d.trace_counts = counts_.data();
+    if (merge) {
+      merge_counters_.assign(std::max(1, plan.num_reduce_tiles()), 0);
+      d.merge_counters = merge_counters_.data();
+    }
     const int64_t num_pages =
         static_cast<int64_t>(c.kv_cache.size()) / (int64_t{batch.page_size} * kHeadDimQk);
     decode = ::mlaps::testing::DecodeParamsFor(batch, plan, ba_, pa_, num_pages, c.q_scale,
@@ -180,6 +186,7 @@ class HostDecodeRun {
   const std::vector<float>& Lse() const { return lse_; }
   const MlaStatus& Status() const { return status_; }
   sim::Trace Trace() const { return TraceFromKernel(plan_, trace_, counts_); }
+  const std::vector<int32_t>& MergeCounters() const { return merge_counters_; }
 
  private:
   const WorkPlan& plan_;
@@ -191,6 +198,7 @@ class HostDecodeRun {
   std::vector<float> o32_, lse_, partial_o_, partial_lse_;
   std::vector<MlaTraceEntry> trace_;
   std::vector<int32_t> counts_;
+  std::vector<int32_t> merge_counters_;
   MlaStatus status_{};
 };
 

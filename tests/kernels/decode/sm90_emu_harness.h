@@ -8,6 +8,7 @@
 #ifndef MLAPS_TESTS_KERNELS_DECODE_SM90_EMU_HARNESS_H_
 #define MLAPS_TESTS_KERNELS_DECODE_SM90_EMU_HARNESS_H_
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -51,12 +52,14 @@ inline mla::TmaMap KvTmaMap(const MlaDecodeParams& p, bool fp8, bool raw_e4m3 = 
 
 // Decode + reduce for `c` under `plan` in the emulation, outputs poisoned first, the block's
 // threads run in `schedule`'s order. o_fp32: final O as fp32 (MlaDecodeParams::o_fp32).
+// merge: the decode merges the split tiles itself (MlaDecodeParams::merge), no reduce.
 inline DecodeRunResult RunSm90(const Sm90KernelUnderTest& k, const sim::DecodeCase& c,
                                const WorkPlan& plan,
                                mlaps_emu::Schedule schedule = mlaps_emu::Schedule::kRoundRobin,
-                               const CpRank* cp = nullptr, bool o_fp32 = false) {
+                               const CpRank* cp = nullptr, bool o_fp32 = false,
+                               bool merge = false) {
   const bool fp8 = c.batch.q_dtype == DType::kFp8;
-  HostDecodeRun run(c, plan, cp, o_fp32);
+  HostDecodeRun run(c, plan, cp, o_fp32, /*mutate=*/nullptr, merge);
   MlaDecodeParams& p = run.decode;
   p.path = k.path;
   return ReduceAndCollect(run, mlaps_emu::Launch(
@@ -66,19 +69,32 @@ inline DecodeRunResult RunSm90(const Sm90KernelUnderTest& k, const sim::DecodeCa
 
 // The same run with the warpgroups' relative progress skewed both ways: a kernel without
 // races writes the same bits, status and trace.
+// With a plan that splits tiles, the same again with the decode merging them itself
+// (MlaDecodeParams::merge): the same bits as the reduce wrote, every counter back at 0.
 inline void ExpectScheduleIndependent(const Sm90KernelUnderTest& k, const sim::DecodeCase& c,
                                       const WorkPlan& plan, const DecodeRunResult& round_robin,
                                       const CpRank* cp = nullptr, bool o_fp32 = false) {
-  for (mlaps_emu::Schedule schedule :
-       {mlaps_emu::Schedule::kLowWarpgroupsFirst, mlaps_emu::Schedule::kHighWarpgroupsFirst}) {
-    const bool low = schedule == mlaps_emu::Schedule::kLowWarpgroupsFirst;
-    SCOPED_TRACE(low ? "low warpgroups run ahead" : "high warpgroups run ahead");
-    const DecodeRunResult got = RunSm90(k, c, plan, schedule, cp, o_fp32);
-    ASSERT_EQ(got.error, "");
-    EXPECT_EQ(got.status.code, round_robin.status.code);
-    EXPECT_TRUE(SameBits(got.o, round_robin.o)) << "O differs from the round-robin run";
-    EXPECT_TRUE(SameBits(got.lse, round_robin.lse)) << "LSE differs from the round-robin run";
-    EXPECT_EQ(sim::FormatTrace(got.trace), sim::FormatTrace(round_robin.trace));
+  for (bool merge : {false, true}) {
+    if (merge && plan.num_reduce_tiles() == 0) continue;
+    for (mlaps_emu::Schedule schedule :
+         {mlaps_emu::Schedule::kRoundRobin, mlaps_emu::Schedule::kLowWarpgroupsFirst,
+          mlaps_emu::Schedule::kHighWarpgroupsFirst}) {
+      if (!merge && schedule == mlaps_emu::Schedule::kRoundRobin) continue;  // round_robin itself
+      const bool low = schedule == mlaps_emu::Schedule::kLowWarpgroupsFirst;
+      SCOPED_TRACE(schedule == mlaps_emu::Schedule::kRoundRobin ? "round robin"
+                   : low                                        ? "low warpgroups run ahead"
+                                                                : "high warpgroups run ahead");
+      SCOPED_TRACE(merge ? "split tiles merged by the decode" : "split tiles merged by the reduce");
+      const DecodeRunResult got = RunSm90(k, c, plan, schedule, cp, o_fp32, merge);
+      ASSERT_EQ(got.error, "");
+      EXPECT_EQ(got.status.code, round_robin.status.code);
+      EXPECT_TRUE(SameBits(got.o, round_robin.o)) << "O differs from the round-robin run";
+      EXPECT_TRUE(SameBits(got.lse, round_robin.lse)) << "LSE differs from the round-robin run";
+      EXPECT_EQ(sim::FormatTrace(got.trace), sim::FormatTrace(round_robin.trace));
+      for (size_t t = 0; t < got.merge_counters.size(); ++t) {
+        EXPECT_EQ(got.merge_counters[t], 0) << "merge counter " << t << " left set";
+      }
+    }
   }
 }
 
@@ -150,6 +166,94 @@ inline void ExpectEmptyItemsKeepTheQTileInStep(const Sm90KernelUnderTest& k,
   EXPECT_EQ(got.status.code, kMlaOk);
   EXPECT_TRUE(SameBits(got.o, want.o)) << "O differs with the empty items";
   EXPECT_TRUE(SameBits(got.lse, want.lse)) << "LSE differs with the empty items";
+}
+
+// The decode's own merge (MlaDecodeParams::merge) waits for every piece: only the first
+// `blocks` CUs of `plan` run (the others' items never do), so a split tile with a piece on a
+// later CU must stay unmerged (its O and LSE rows still poisoned, its counter at the pieces
+// that ran), and a tile whose pieces all ran must be merged to the full run's bits. Blocks
+// run one after another in the emulation, so a merge by any piece but the last would leave
+// its output in place here.
+inline void ExpectMergeWaitsForEveryPiece(const Sm90KernelUnderTest& k, const sim::DecodeCase& c,
+                                          const WorkPlan& plan, int blocks) {
+  ASSERT_GT(plan.num_reduce_tiles(), 0);
+  const bool fp8 = c.batch.q_dtype == DType::kFp8;
+  const DecodeRunResult full =
+      RunSm90(k, c, plan, mlaps_emu::Schedule::kRoundRobin, nullptr, false, /*merge=*/true);
+  ASSERT_EQ(full.error, "");
+  ASSERT_EQ(full.status.code, kMlaOk);
+  HostDecodeRun run(c, plan, nullptr, false, nullptr, /*merge=*/true);
+  run.decode.path = k.path;
+  run.decode.trace = nullptr;
+  run.decode.trace_capacity = 0;
+  const DecodeRunResult got =
+      ReduceAndCollect(run, mlaps_emu::Launch(dim3(blocks), dim3(k.threads), k.smem_bytes,
+                                              [&] { k.body(run.decode, fp8); }));
+  ASSERT_EQ(got.error, "");
+  EXPECT_EQ(got.status.code, kMlaOk);
+  // The pieces each tile has on the CUs that ran.
+  std::vector<int> ran(plan.num_reduce_tiles(), 0);
+  int merged = 0, unmerged = 0;
+  for (int t = 0; t < plan.num_reduce_tiles(); ++t) {
+    const int32_t qs = plan.reduce_final_map[2 * t];
+    for (int cu = 0; cu < blocks; ++cu) {
+      for (int w = plan.work_indptr[cu]; w < plan.work_indptr[cu + 1]; ++w) {
+        ran[t] += plan.work_info[w].partial_qo_loc >= 0 && plan.work_info[w].qo_start == qs;
+      }
+    }
+    const int pieces = plan.reduce_indptr[t + 1] - plan.reduce_indptr[t];
+    const bool complete = ran[t] == pieces;
+    EXPECT_EQ(got.merge_counters[t], complete ? 0 : ran[t]) << "tile " << t;
+    // The tile's O / LSE rows: folded q tokens [qs, qe) of virtual request v.
+    const int r = plan.head_fold, hg = c.batch.num_heads / r;
+    for (int32_t fq = qs; fq < plan.reduce_final_map[2 * t + 1]; ++fq) {
+      int v = 0;
+      while (plan.qo_indptr[v + 1] <= fq) ++v;
+      const int b = v / r, g = v % r;
+      const int64_t token = c.batch.qo_indptr[b] + (fq - plan.qo_indptr[v]);
+      for (int hh = 0; hh < hg; ++hh) {
+        const int64_t row = token * c.batch.num_heads + g * hg + hh;
+        for (int d = 0; d < kHeadDimV; ++d) {
+          const int64_t at = row * kHeadDimV + d;
+          if (complete) {
+            ASSERT_TRUE(SameBits({&got.o[at], 1}, {&full.o[at], 1})) << "tile " << t << " O " << at;
+          } else {
+            ASSERT_TRUE(std::isnan(got.o[at])) << "tile " << t << " merged early, O " << at;
+          }
+        }
+        if (complete) {
+          EXPECT_TRUE(SameBits({&got.lse[row], 1}, {&full.lse[row], 1})) << "tile " << t;
+        } else {
+          EXPECT_TRUE(std::isnan(got.lse[row])) << "tile " << t << " merged early, LSE " << row;
+        }
+      }
+    }
+    (complete ? merged : unmerged) += 1;
+  }
+  EXPECT_GT(unmerged, 0) << "every tile completed on the first " << blocks << " CUs";
+  std::printf("merge with %d of %d CUs: %d tiles merged, %d left for their last piece\n", blocks,
+              plan.num_cu, merged, unmerged);
+}
+
+// A plan whose reduce_final_map names no split tile by a piece's q tokens (tile 0's shifted
+// past every token) cannot be merged by the decode: reported as kMlaBadMergePiece with the
+// piece's partial rows, nothing written out of bounds.
+inline void ExpectMergeReportsAPieceWithoutATile(const Sm90KernelUnderTest& k,
+                                                 const sim::DecodeCase& c, const WorkPlan& plan) {
+  ASSERT_GT(plan.num_reduce_tiles(), 0);
+  const bool fp8 = c.batch.q_dtype == DType::kFp8;
+  HostDecodeRun run(
+      c, plan, nullptr, false,
+      [](std::vector<int32_t>&, const BatchArena&, std::vector<int32_t>& words,
+         const PlanArena& pa) { words[pa.reduce_final_map] += 1 << 20; },
+      /*merge=*/true);
+  run.decode.path = k.path;
+  const DecodeRunResult got =
+      ReduceAndCollect(run, mlaps_emu::Launch(dim3(plan.num_cu), dim3(k.threads), k.smem_bytes,
+                                              [&] { k.body(run.decode, fp8); }));
+  ASSERT_EQ(got.error, "");
+  EXPECT_EQ(got.status.code, kMlaBadMergePiece);
+  EXPECT_GE(got.status.value, 0) << "the piece's partial rows";
 }
 
 // CP round-robin (W ranks, I tokens a sub-page), bf16 unless asked: every rank runs its shard with

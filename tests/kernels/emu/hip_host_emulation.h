@@ -297,6 +297,15 @@ inline T atomicAdd(T* p, T value) {
   *p = old + value;
   return old;
 }
+template <typename T>
+inline T atomicExch(T* p, T value) {
+  const T old = *p;
+  *p = value;
+  return old;
+}
+// Memory fences: blocks run one after another and a block's threads switch only at barriers,
+// so every write is visible to every later read already.
+inline void __threadfence() {}
 inline long long clock64() { return mlaps_emu::Clock(); }
 inline long long wall_clock64() { return mlaps_emu::Clock(); }
 

@@ -56,8 +56,8 @@ struct SmemSm90 {
   static constexpr int kAlpha = kPLo + 2 * kPBytes;     // [2][64] fp32 rescale factors
   static constexpr int kRowM = kAlpha + 2 * kRows * 4;  // [64] final running max (base 2)
   static constexpr int kRowL = kRowM + kRows * 4;       // [64] final row sum
-  static constexpr int kMerge = kRowL + kRows * 4;      // [4] int32: MergeIfLastPiece's
-  static constexpr int kBars = kMerge + 16;             // mbarriers, 8 bytes each:
+  static constexpr int kMerge = kRowL + kRows * 4;      // [2][4] int32: MergeIfLastPiece's
+  static constexpr int kBars = kMerge + 32;             // mbarriers, 8 bytes each:
   static constexpr int kFull = 0;                       //   [kSlots] slot landed
   static constexpr int kPReady = kFull + kSlots;        //   [2] P of block i % 2 published
   static constexpr int kPv1Done = kPReady + 2;          //   [2] warpgroup 1's P V done
@@ -391,10 +391,11 @@ __global__ void __launch_bounds__(kSm90Threads, 1) MlaDecodeSm90Kernel(const Mla
   // and the block merges each tile whose count it completes (MergeIfLastPiece; after the walk
   // as in RunSm90Block, mla_decode_sm90_producer.h).
   if (p.merge.counters != nullptr) {
+    uint32_t call = 0;
     WalkItems</*kRecord=*/false>(p, SmemSm90::kRows, [&](const Item& it, int cu) {
       if (it.partial < 0) return;
       MergeIfLastPiece<kSm90Threads>(p, it, cu, static_cast<int>(threadIdx.x),
-                                     reinterpret_cast<int*>(smem + SmemSm90::kMerge),
+                                     reinterpret_cast<int*>(smem + SmemSm90::kMerge), call++,
                                      [] { __syncthreads(); });
     });
   }

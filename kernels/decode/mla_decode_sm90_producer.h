@@ -593,11 +593,12 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
     // kernels' wgmmas (C7520); and in a plan split at CU boundaries a tile's last piece ends
     // its block's walk anyway.
     if (p.merge.counters != nullptr) {
+      uint32_t call = 0;
       WalkItems</*kRecord=*/false>(p, kMaxRows, [&](const Item& it, int cu) {
         if (it.partial < 0) return;
         MergeIfLastPiece<2 * kSm90WgThreads>(
             p, it, cu, static_cast<int>(threadIdx.x),
-            reinterpret_cast<int*>(smem + SmemSm90::kMerge),
+            reinterpret_cast<int*>(smem + SmemSm90::kMerge), call++,
             [] { NamedBarrierSync(kSm90MergeBarrier, 2 * kSm90WgThreads); });
       });
     }

@@ -70,19 +70,23 @@ __device__ inline MergeTile CheckMergeTile(const MlaDecodeParams& p, const Item&
 // After item `it` wrote its piece of a split tile: the piece is counted on its tile's counter
 // and the block whose count completes the tile merges the tile's rows into final O / LSE (and
 // sets the counter back to 0 for the next launch). Run by the kThreads threads that wrote the
-// piece (`tid`: this thread's index among them), which `sync()` brings together; `shared`: 4
-// int32 of the block's shared memory, shared[0] = -1 before the first call (MergeSharedInit;
-// each call leaves it so). The tile is found by all threads at once (each compares
-// some of reduce_final_map's entries with the item's q tokens: one round of loads, where a
-// bisection would be a chain of them, and the map need not be sorted: kv lanes order it
-// lane-major). Release / acquire: every thread fences its own partial writes before the first
+// piece (`tid`: this thread's index among them), which `sync()` brings together; `shared_pair`:
+// 2 x 4 int32 of the block's shared memory, set up by MergeSharedInit before the walk (each call
+// leaves them so); `call`: the block's count of calls so far. The tile is found by all threads at
+// once (each compares some of reduce_final_map's entries with the item's q tokens: one round of
+// loads, where a bisection would be a chain of them, and the map need not be sorted: kv lanes order
+// it lane-major). Release / acquire: every thread fences its own partial writes before the first
 // barrier; the counting thread fences after it learns the tile is complete, before the barrier
 // past which the block reads the other blocks' pieces.
 template <int kThreads, class Sync>
 __device__ __forceinline__ void MergeIfLastPiece(const MlaDecodeParams& p, const Item& it, int cu,
-                                                 int tid, int* shared, Sync&& sync) {
+                                                 int tid, int* shared_pair, uint32_t call,
+                                                 Sync&& sync) {
   static_assert(kThreads % kMergeLanes == 0, "whole rows a pass");
   const MlaSplitMerge& m = p.merge;
+  // Calls alternate between two sets of words, so that no word is written by one call while
+  // a thread may still read it from the call before (two barriers apart, not one).
+  int* shared = shared_pair + 4 * (call & 1);
   volatile int* tile_at = shared;  // [0] the tile, [1] merge here, [2] p0, [3] pieces
   int tiles =
       m.num_reduce_tiles_device != nullptr ? *m.num_reduce_tiles_device : m.num_reduce_tiles;
@@ -124,8 +128,11 @@ __device__ __forceinline__ void MergeIfLastPiece(const MlaDecodeParams& p, const
                                    p.num_heads / p.head_fold, FinalRow(p, it, 0), tid, 0, 1);
 }
 
-// shared[0] of MergeIfLastPiece, set by one thread before a barrier that precedes the walk.
-__device__ __forceinline__ void MergeSharedInit(int* shared) { shared[0] = -1; }
+// MergeIfLastPiece's shared words, set by one thread before a barrier that precedes the walk.
+__device__ __forceinline__ void MergeSharedInit(int* shared_pair) {
+  shared_pair[0] = -1;
+  shared_pair[4] = -1;
+}
 
 }  // namespace mla
 }  // namespace mlaps

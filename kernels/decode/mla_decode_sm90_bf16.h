@@ -57,7 +57,8 @@ struct SmemSm90 {
   static constexpr int kRowM = kAlpha + 2 * kRows * 4;  // [64] final running max (base 2)
   static constexpr int kRowL = kRowM + kRows * 4;       // [64] final row sum
   static constexpr int kMerge = kRowL + kRows * 4;      // [2][4] int32: MergeIfLastPiece's
-  static constexpr int kBars = kMerge + 32;             // mbarriers, 8 bytes each:
+  static constexpr int kMergeBook = kMerge + 32;        // MergeBook (mla_merge_device.h)
+  static constexpr int kBars = kMergeBook + 768;        // mbarriers, 8 bytes each:
   static constexpr int kFull = 0;                       //   [kSlots] slot landed
   static constexpr int kPReady = kFull + kSlots;        //   [2] P of block i % 2 published
   static constexpr int kPv1Done = kPReady + 2;          //   [2] warpgroup 1's P V done
@@ -69,6 +70,9 @@ struct SmemSm90 {
   static constexpr int kBytes = kUsed + kAlign;
 };
 static_assert(SmemSm90::kBytes <= 227 * 1024, "sm90 layout fits an H100/H200 block");
+static_assert(sizeof(MergeBook) <= SmemSm90::kBars - SmemSm90::kMergeBook &&
+                  SmemSm90::kMergeBook % alignof(MergeBook) == 0,
+              "the merge book fits its place");
 static_assert(SmemSm90::kKv % 1024 == 0 && SmemSm90::kKvSlot % 1024 == 0 &&
                   SmemSm90::kKvChunk % 1024 == 0 && SmemSm90::kPLo % 1024 == 0,
               "swizzled chunk bases on the 1024-byte grid");
@@ -386,11 +390,16 @@ __global__ void __launch_bounds__(kSm90Threads, 1) MlaDecodeSm90Kernel(const Mla
   }
   __syncthreads();
   uint32_t seq = 0;
+  const bool merge = p.merge.counters != nullptr;
+  MergeBook* book = reinterpret_cast<MergeBook*>(smem + SmemSm90::kMergeBook);
+  const int tid = static_cast<int>(threadIdx.x);
+  auto sync = [] { __syncthreads(); };
+  if (merge) OpenMergeBook<kSm90Threads>(p, static_cast<int>(blockIdx.x), tid, book, sync);
   WalkItems(p, SmemSm90::kRows, [&](const Item& it, int cu) { RunItemSm90(p, it, smem, cu, seq); });
   // With merge asked for, the block's pieces of split tiles are counted once all its items ran,
   // and the block merges each tile whose count it completes (MergeIfLastPiece; after the walk
   // as in RunSm90Block, mla_decode_sm90_producer.h).
-  if (p.merge.counters != nullptr) {
+  if (merge && !CloseMergeBook<kSm90Threads>(p, static_cast<int>(blockIdx.x), tid, book, sync)) {
     uint32_t call = 0;
     WalkItems</*kRecord=*/false>(p, SmemSm90::kRows, [&](const Item& it, int cu) {
       if (it.partial < 0) return;

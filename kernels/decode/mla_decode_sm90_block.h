@@ -32,7 +32,8 @@ struct SmemSm90 {
   static constexpr int kPvAlpha = kRowL + 2 * 2 * 64 * 4;        // [block % 4][64] rescale factors
   static constexpr int kPvMoved = kPvAlpha + 4 * 64 * 4;         // [block % 4][warp]: any moved
   static constexpr int kMerge = kPvMoved + 4 * 4 * 4;            // [2][4] int32: MergeIfLastPiece's
-  static constexpr int kBars = kMerge + 32;                      // mbarriers, 8 bytes each:
+  static constexpr int kMergeBook = kMerge + 32;                 // MergeBook (mla_merge_device.h)
+  static constexpr int kBars = kMergeBook + 768;                 // mbarriers, 8 bytes each:
   static constexpr int kRingSlots = 4;                           // the most a ring has (KvRing)
   static constexpr int kFull = 0;                                //   [4 slots][9 chunks]
   static constexpr int kLanded = kFull + kRingSlots * kChunks;   //   [4 slots][9 chunks]

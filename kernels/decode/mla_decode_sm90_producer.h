@@ -42,6 +42,10 @@
 namespace mlaps {
 namespace mla {
 
+static_assert(sizeof(MergeBook) <= SmemSm90::kBars - SmemSm90::kMergeBook &&
+                  SmemSm90::kMergeBook % alignof(MergeBook) == 0,
+              "the merge book fits its place");
+
 #if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
 // =============================================================================================
 // Device code (NVIDIA device pass, and the CPU emulation of tests/kernels/emu).
@@ -562,6 +566,13 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
     SetMaxRegsInc<kConsumerRegs>();
 #endif
     MLAPS_SM90_MARK(8, 0);
+    const bool merge = p.merge.counters != nullptr;
+    MergeBook* book = reinterpret_cast<MergeBook*>(smem + SmemSm90::kMergeBook);
+    const int tid = static_cast<int>(threadIdx.x);
+    auto merge_sync = [] { NamedBarrierSync(kSm90MergeBarrier, 2 * kSm90WgThreads); };
+    if (merge) {
+      OpenMergeBook<2 * kSm90WgThreads>(p, static_cast<int>(blockIdx.x), tid, book, merge_sync);
+    }
     if constexpr (kOneConsumerCode) {
       WalkItems(
           p, kMaxRows,
@@ -588,11 +599,13 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
           2 * kSm90WgThreads);
     }
     // With merge asked for, the block's pieces of split tiles are counted once all its items
-    // ran, and both consumers merge each tile whose count they complete (MergeIfLastPiece).
-    // After the walk, not after each piece: inside it the merge's code made ptxas serialize the
-    // kernels' wgmmas (C7520); and in a plan split at CU boundaries a tile's last piece ends
-    // its block's walk anyway.
-    if (p.merge.counters != nullptr) {
+    // ran, and both consumers merge each tile whose count they complete: the pieces looked up
+    // before the walk (OpenMergeBook), else one by one (MergeIfLastPiece). After the walk, not
+    // after each piece: inside it the merge's code made ptxas serialize the kernels' wgmmas
+    // (C7520); and in a plan split at CU boundaries a tile's last piece ends its block's walk
+    // anyway.
+    if (merge && !CloseMergeBook<2 * kSm90WgThreads>(p, static_cast<int>(blockIdx.x), tid, book,
+                                                     merge_sync)) {
       uint32_t call = 0;
       WalkItems</*kRecord=*/false>(p, kMaxRows, [&](const Item& it, int cu) {
         if (it.partial < 0) return;

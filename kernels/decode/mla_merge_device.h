@@ -11,7 +11,7 @@
 
 #include "kernels/decode/mla_decode.h"
 #include "kernels/decode/mla_decode_device.h"
-#include "kernels/decode/mla_reduce_device.h"
+#include "kernels/decode/mla_merge_rows_device.h"
 
 namespace mlaps {
 namespace mla {
@@ -31,13 +31,15 @@ struct MergeTile {
   int64_t value = 0;
 };
 
-// Split tile k (-1: none had the item's q tokens) as item `it`'s tile, every entry read checked
-// as the reduce kernel checks it: its pieces must include the item's partial rows.
-__device__ inline MergeTile CheckMergeTile(const MlaDecodeParams& p, const Item& it, int k) {
+// Split tile k (-1: none had the piece's q tokens) as the tile of the piece at partial rows
+// `partial` (`tokens` q tokens), every entry read checked as the reduce kernel checks it: its
+// pieces must include the piece's partial rows.
+__device__ inline MergeTile CheckMergeTile(const MlaDecodeParams& p, int partial, int tokens,
+                                           int k) {
   const MlaSplitMerge& m = p.merge;
   MergeTile t;
   t.code = kMlaBadMergePiece;
-  t.value = it.partial;
+  t.value = partial;
   if (k < 0) return t;
   t.index = k;
   const int64_t p0 = m.reduce_indptr[k], p1 = m.reduce_indptr[k + 1];
@@ -51,8 +53,8 @@ __device__ inline MergeTile CheckMergeTile(const MlaDecodeParams& p, const Item&
   int64_t bad = -1;
   for (int64_t j = p0; j < p1; ++j) {
     const int32_t loc = m.reduce_partial_map[j];
-    if (bad < 0 && (loc < 0 || int64_t{loc} + it.tokens > p.partial_rows_capacity)) bad = j;
-    mine = mine || loc == it.partial;
+    if (bad < 0 && (loc < 0 || int64_t{loc} + tokens > p.partial_rows_capacity)) bad = j;
+    mine = mine || loc == partial;
   }
   if (bad >= 0) {
     t.code = kMlaBadReducePartial;
@@ -101,7 +103,7 @@ __device__ __forceinline__ void MergeIfLastPiece(const MlaDecodeParams& p, const
   __threadfence();  // this thread's partial writes, before the count (release)
   sync();
   if (tid == 0) {
-    const MergeTile t = CheckMergeTile(p, it, tile_at[0]);
+    const MergeTile t = CheckMergeTile(p, it.partial, it.tokens, tile_at[0]);
     bool last = false;
     if (t.code != kMlaOk) {
       Report(p.status, t.code, cu, t.index, t.value);
@@ -132,6 +134,153 @@ __device__ __forceinline__ void MergeIfLastPiece(const MlaDecodeParams& p, const
 __device__ __forceinline__ void MergeSharedInit(int* shared_pair) {
   shared_pair[0] = -1;
   shared_pair[4] = -1;
+}
+
+// ---- A block's pieces: looked up before its walk, counted at once after it ------------------
+//
+// The per-piece path above is a chain of memory round trips at the end of a block for every
+// piece (the tile's scan, its piece list, the count, then the merge): 5-30 us on the H200 at
+// b = 32 ctx 1024 (notes.md, session 25). The book moves the lookups before the walk (the
+// consumers wait for the first Q tile there anyway) and counts every piece of the block at
+// once after it: one fence, one barrier, one round of atomics, one barrier, then the merges.
+
+constexpr int kMergeMaxPieces = 8;  // pieces of a block the book holds (more: per piece)
+constexpr int kMergeBookLocs = 8;   // a tile's piece list kept in the book (more: read from memory)
+// Pieces a merging thread loads at once (MergeRow's kAtOnce): one block merges a whole tile, so
+// more bytes in flight than the reduce kernel's two (its blocks share a tile eight ways).
+constexpr int kMergeAtOnce = 4;
+
+// One piece of the block: its split tile, what the merge reads and where it writes.
+struct MergePiece {
+  int32_t k;                     // the split tile (-1: none has the piece's q tokens)
+  int32_t code;                  // kMlaOk, or why the plan cannot merge it (with index and value)
+  int32_t index;                 //
+  int32_t p0, n;                 // the tile's entries of reduce_partial_map
+  int32_t rows;                  // the tile's rows (q tokens x H / r)
+  int32_t qs, qe;                // its folded q tokens
+  int32_t partial;               // the piece's first partial row
+  int32_t merge;                 // 1: this block completes the tile
+  int32_t locs[kMergeBookLocs];  // the tile's pieces' partial rows (n <= kMergeBookLocs)
+  int64_t out_row0;              // O / LSE row of the tile's first row
+  int64_t value;                 //
+};
+struct MergeBook {
+  int32_t pieces;  // the block's pieces; -1: the per-piece path (MergeIfLastPiece)
+  int32_t pad[3];
+  MergePiece piece[kMergeMaxPieces];
+};
+
+// Before the walk, by the kThreads threads of the merge (`sync`: their barrier): the block's
+// items (one a lane of the first warp; a block of more items than a warp has lanes, or of more
+// than kMergeMaxPieces pieces, takes the per-piece path), each piece's tile by a scan of
+// reduce_final_map by all threads, and the tile's piece list checked by the piece's thread.
+template <int kThreads, class Sync>
+__device__ __forceinline__ void OpenMergeBook(const MlaDecodeParams& p, int cu, int tid,
+                                              MergeBook* book, Sync&& sync) {
+  const MlaSplitMerge& m = p.merge;
+  if (tid < warpSize) {
+    const int64_t w0 = p.work_indptr[cu], w1 = p.work_indptr[cu + 1];
+    const bool walkable = w0 >= 0 && w1 >= w0 && w1 <= p.work_info_capacity;
+    int32_t info[4] = {-1, -1, 0, 0};
+    if (walkable && tid < w1 - w0) {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) info[k] = p.work_info[(w0 + tid) * 8 + k];
+    }
+    const bool piece = info[1] >= 0;
+    const unsigned long long pieces = __ballot64(piece);
+    const int count = __popcll(pieces);
+    const bool booked = walkable && w1 - w0 <= warpSize && count <= kMergeMaxPieces;
+    if (tid == 0) book->pieces = booked ? count : -1;
+    if (booked && piece) {
+      MergePiece& e = book->piece[__popcll(pieces & ((1ull << tid) - 1))];
+      e.k = -1;
+      e.code = kMlaOk;
+      e.index = -1;
+      e.partial = info[1];
+      e.qs = info[2];
+      e.qe = info[3];
+      e.merge = 0;
+      e.value = info[1];
+      // The item's rows as DecodeItem finds them (a bad item: never merged, reported).
+      const int r = p.head_fold, v = info[0], hpg = p.num_heads / p.head_fold;
+      bool ok = v >= 0 && v < p.num_requests * r;
+      if (ok) {
+        const int b = v / r, g = v % r;
+        const int64_t qo0 = p.qo_indptr[b], qo1 = p.qo_indptr[b + 1];
+        const int64_t fqo = qo0 * r + int64_t{g} * (qo1 - qo0);
+        ok = qo0 >= 0 && qo1 >= qo0 && qo1 <= p.num_q_tokens && e.qs >= fqo && e.qe > e.qs &&
+             e.qe <= fqo + (qo1 - qo0) && int64_t{e.qe - e.qs} * hpg <= kTileRows;
+        e.rows = (e.qe - e.qs) * hpg;
+        e.out_row0 = (qo0 + (e.qs - fqo)) * p.num_heads + int64_t{g} * hpg;
+      }
+      if (!ok) e.code = kMlaBadMergePiece;
+    }
+  }
+  sync();
+  const int pieces = book->pieces;
+  if (pieces <= 0) return;
+  int tiles =
+      m.num_reduce_tiles_device != nullptr ? *m.num_reduce_tiles_device : m.num_reduce_tiles;
+  tiles = tiles < 0 ? 0 : tiles > m.reduce_tiles_capacity ? m.reduce_tiles_capacity : tiles;
+  for (int k = tid; k < tiles; k += kThreads) {
+    const int32_t qs = m.reduce_final_map[2 * k], qe = m.reduce_final_map[2 * k + 1];
+    for (int j = 0; j < pieces; ++j) {
+      // A bad plan's duplicates: the last tile, the same in every run.
+      if (book->piece[j].qs == qs && book->piece[j].qe == qe) atomicMax(&book->piece[j].k, k);
+    }
+  }
+  sync();
+  if (tid < pieces) {
+    MergePiece& e = book->piece[tid];
+    if (e.code == kMlaOk) {
+      const MergeTile t = CheckMergeTile(p, e.partial, e.qe - e.qs, e.k);
+      e.code = t.code;
+      e.index = t.index;
+      e.value = t.value;
+      e.p0 = static_cast<int32_t>(t.p0);
+      e.n = t.n;
+      for (int j = 0; j < t.n && j < kMergeBookLocs; ++j) {
+        e.locs[j] = p.merge.reduce_partial_map[t.p0 + j];
+      }
+    }
+  }
+  // Each piece's entry is its thread's until CloseMergeBook's first barrier.
+}
+
+// After the walk, by the same threads: every piece counted on its tile's counter at once (a
+// thread a piece), then the block merges each tile whose count it completed (and sets its
+// counter back to 0). False when the book holds nothing (the per-piece path's turn).
+template <int kThreads, class Sync>
+__device__ __forceinline__ bool CloseMergeBook(const MlaDecodeParams& p, int cu, int tid,
+                                               MergeBook* book, Sync&& sync) {
+  const int pieces = book->pieces;
+  if (pieces < 0) return false;
+  if (pieces == 0) return true;
+  __threadfence();  // this thread's partial writes, before the counts (release)
+  sync();
+  if (tid < pieces) {
+    MergePiece& e = book->piece[tid];
+    int merge = 0;
+    if (e.code != kMlaOk) {
+      Report(p.status, e.code, cu, e.index, e.value);
+    } else {
+      const int before = atomicAdd(p.merge.counters + e.k, 1);
+      merge = before == e.n - 1;
+      if (before >= e.n) Report(p.status, kMlaBadMergePiece, cu, e.k, before);
+      if (merge) atomicExch(p.merge.counters + e.k, 0);
+      __threadfence();  // the other blocks' pieces, before this block's reads of them
+    }
+    e.merge = merge;
+  }
+  sync();
+  const int hg = p.num_heads / p.head_fold;
+  for (int j = 0; j < pieces; ++j) {
+    const MergePiece& e = book->piece[j];
+    if (e.merge == 0) continue;
+    const int32_t* locs = e.n <= kMergeBookLocs ? e.locs : p.merge.reduce_partial_map + e.p0;
+    MergeRows<kMergeLanes, kThreads, kMergeAtOnce>(p, locs, e.n, e.rows, hg, e.out_row0, tid, 0, 1);
+  }
+  return true;
 }
 
 }  // namespace mla

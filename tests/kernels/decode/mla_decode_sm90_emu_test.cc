@@ -173,6 +173,18 @@ TEST_P(Sm90KernelTest, DecodeMergeFindsTilesInLaneMajorOrder) {
   CheckSm90Case(GetParam(), sim::MakeDecodeCase(batch, 33), plan, "H64 q2 batch3 cu8 lanes");
 }
 
+TEST_P(Sm90KernelTest, DecodeMergeOfBlocksOfManyItems) {
+  // 81 short requests on 2 CUs: more items a block than a warp has lanes, so the blocks count
+  // their pieces one by one after the walk (MergeIfLastPiece), not from the book.
+  const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 81, 1, 70, 16);
+  const WorkPlan plan = PlanForTest(batch, 2);
+  ASSERT_GT(plan.num_reduce_tiles(), 0);
+  ASSERT_GT(plan.work_indptr[1] - plan.work_indptr[0], 32);
+  const sim::DecodeCase c = sim::MakeDecodeCase(batch, 34);
+  CheckSm90Case(GetParam(), c, plan, "H16 q1 batch81 cu2");
+  testing::ExpectMergeWaitsForEveryPiece(GetParam(), c, plan, 1);
+}
+
 TEST_P(Sm90KernelTest, DecodeMergeReportsAPieceWithoutATile) {
   const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 1, 1, 200, 1);
   testing::ExpectMergeReportsAPieceWithoutATile(GetParam(), sim::MakeDecodeCase(batch, 32),

@@ -262,6 +262,7 @@ inline unsigned long long __ballot64(int predicate) {
 
 inline int __ffs(int x) { return __builtin_ffs(x); }
 inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 inline float __fdividef(float a, float b) { return a / b; }
 // CUDA's min / max overloads for mixed integer types: the usual arithmetic conversions.
 template <typename A, typename B>

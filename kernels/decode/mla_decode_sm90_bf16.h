@@ -56,8 +56,7 @@ struct SmemSm90 {
   static constexpr int kAlpha = kPLo + 2 * kPBytes;     // [2][64] fp32 rescale factors
   static constexpr int kRowM = kAlpha + 2 * kRows * 4;  // [64] final running max (base 2)
   static constexpr int kRowL = kRowM + kRows * 4;       // [64] final row sum
-  static constexpr int kMerge = kRowL + kRows * 4;      // [2][4] int32: MergeIfLastPiece's
-  static constexpr int kMergeBook = kMerge + 32;        // MergeBook (mla_merge_device.h)
+  static constexpr int kMergeBook = kRowL + kRows * 4;  // MergeBook (mla_merge_device.h)
   static constexpr int kBars = kMergeBook + 768;        // mbarriers, 8 bytes each:
   static constexpr int kFull = 0;                       //   [kSlots] slot landed
   static constexpr int kPReady = kFull + kSlots;        //   [2] P of block i % 2 published
@@ -383,7 +382,6 @@ __global__ void __launch_bounds__(kSm90Threads, 1) MlaDecodeSm90Kernel(const Mla
   uint8_t* smem = DynamicSmem();
   smem += (SmemSm90::kAlign - (SmemAddr(smem) & (SmemSm90::kAlign - 1))) & (SmemSm90::kAlign - 1);
   if (threadIdx.x == 0) {
-    MergeSharedInit(reinterpret_cast<int*>(smem + SmemSm90::kMerge));
     const uint32_t bars = SmemAddr(smem) + SmemSm90::kBars;
     // full: warpgroup 1's copies (noinc arrivals); p_ready: warpgroup 0; pv1_done: 1.
     for (int b = 0; b < SmemSm90::kNumBars; ++b) MbarInit(bars + 8 * b, kSm90WgThreads);
@@ -397,17 +395,9 @@ __global__ void __launch_bounds__(kSm90Threads, 1) MlaDecodeSm90Kernel(const Mla
   if (merge) OpenMergeBook<kSm90Threads>(p, static_cast<int>(blockIdx.x), tid, book, sync);
   WalkItems(p, SmemSm90::kRows, [&](const Item& it, int cu) { RunItemSm90(p, it, smem, cu, seq); });
   // With merge asked for, the block's pieces of split tiles are counted once all its items ran,
-  // and the block merges each tile whose count it completes (MergeIfLastPiece; after the walk
-  // as in RunSm90Block, mla_decode_sm90_producer.h).
-  if (merge && !CloseMergeBook<kSm90Threads>(p, static_cast<int>(blockIdx.x), tid, book, sync)) {
-    uint32_t call = 0;
-    WalkItems</*kRecord=*/false>(p, SmemSm90::kRows, [&](const Item& it, int cu) {
-      if (it.partial < 0) return;
-      MergeIfLastPiece<kSm90Threads>(p, it, cu, static_cast<int>(threadIdx.x),
-                                     reinterpret_cast<int*>(smem + SmemSm90::kMerge), call++,
-                                     [] { __syncthreads(); });
-    });
-  }
+  // and the block merges each tile whose count it completes (after the walk as in RunSm90Block,
+  // mla_decode_sm90_producer.h).
+  if (merge) CloseMergeBook<kSm90Threads>(p, static_cast<int>(blockIdx.x), tid, book, sync);
 #endif
 }
 

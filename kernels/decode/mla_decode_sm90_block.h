@@ -31,8 +31,7 @@ struct SmemSm90 {
   static constexpr int kRowL = kRowAlpha + 64 * 4;  // [item % 2][consumer][64] row sums
   static constexpr int kPvAlpha = kRowL + 2 * 2 * 64 * 4;        // [block % 4][64] rescale factors
   static constexpr int kPvMoved = kPvAlpha + 4 * 64 * 4;         // [block % 4][warp]: any moved
-  static constexpr int kMerge = kPvMoved + 4 * 4 * 4;            // [2][4] int32: MergeIfLastPiece's
-  static constexpr int kMergeBook = kMerge + 32;                 // MergeBook (mla_merge_device.h)
+  static constexpr int kMergeBook = kPvMoved + 4 * 4 * 4;        // MergeBook (mla_merge_device.h)
   static constexpr int kBars = kMergeBook + 768;                 // mbarriers, 8 bytes each:
   static constexpr int kRingSlots = 4;                           // the most a ring has (KvRing)
   static constexpr int kFull = 0;                                //   [4 slots][9 chunks]
@@ -78,7 +77,7 @@ constexpr int KvMapSwizzleBytes(bool fp8, bool raw_e4m3) { return !fp8 ? 128 : r
 
 constexpr int kSm90Threads = 384;  // warpgroups 0, 1: consumers; 2: producer
 constexpr int kSm90WgThreads = 128;
-// The named barrier of both consumers around a merge (MergeIfLastPiece); the kernels' others:
+// The named barrier of both consumers around a merge (mla_merge_device.h); the kernels' others:
 // 1 (bf16 hi + lo, the block), 2 + w (one consumer), 4 (the converters).
 constexpr int kSm90MergeBarrier = 5;
 // Registers per thread after setmaxnreg. The launch gives every thread the launch bounds' cap,

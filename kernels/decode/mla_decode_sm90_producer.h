@@ -530,7 +530,6 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
   uint8_t* smem = DynamicSmem();
   smem += (SmemSm90::kAlign - (SmemAddr(smem) & (SmemSm90::kAlign - 1))) & (SmemSm90::kAlign - 1);
   if (threadIdx.x == 0) {
-    MergeSharedInit(reinterpret_cast<int*>(smem + SmemSm90::kMerge));
     const uint32_t bars = SmemAddr(smem) + SmemSm90::kBars;
     // landed, q_landed: the copy threads' cp.async arrivals; full, q_full: the converters;
     // empty, stats, score_stats: one consumer; q_empty, row_l_full: both.
@@ -598,22 +597,13 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
           },
           2 * kSm90WgThreads);
     }
-    // With merge asked for, the block's pieces of split tiles are counted once all its items
-    // ran, and both consumers merge each tile whose count they complete: the pieces looked up
-    // before the walk (OpenMergeBook), else one by one (MergeIfLastPiece). After the walk, not
-    // after each piece: inside it the merge's code made ptxas serialize the kernels' wgmmas
-    // (C7520); and in a plan split at CU boundaries a tile's last piece ends its block's walk
-    // anyway.
-    if (merge && !CloseMergeBook<2 * kSm90WgThreads>(p, static_cast<int>(blockIdx.x), tid, book,
-                                                     merge_sync)) {
-      uint32_t call = 0;
-      WalkItems</*kRecord=*/false>(p, kMaxRows, [&](const Item& it, int cu) {
-        if (it.partial < 0) return;
-        MergeIfLastPiece<2 * kSm90WgThreads>(
-            p, it, cu, static_cast<int>(threadIdx.x),
-            reinterpret_cast<int*>(smem + SmemSm90::kMerge), call++,
-            [] { NamedBarrierSync(kSm90MergeBarrier, 2 * kSm90WgThreads); });
-      });
+    // With merge asked for, the block's pieces of split tiles (looked up before the walk) are
+    // counted once all its items ran, and both consumers merge each tile whose count they
+    // complete. After the walk, not after each piece: inside it the merge's code made ptxas
+    // serialize the kernels' wgmmas (C7520); and in a plan split at CU boundaries a tile's last
+    // piece ends its block's walk anyway.
+    if (merge) {
+      CloseMergeBook<2 * kSm90WgThreads>(p, static_cast<int>(blockIdx.x), tid, book, merge_sync);
     }
     MLAPS_SM90_MARK(9, item);
     MLAPS_SM90_TIMES_END();

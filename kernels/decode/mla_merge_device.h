@@ -20,7 +20,7 @@ namespace mla {
 // piece's row is 8 loads a thread, all in flight at once.
 constexpr int kMergeLanes = 16;
 
-// What the counting thread learns of item `it`'s split tile k (found by the block's scan):
+// What the checking thread learns of a piece's split tile k (found by the block's scan):
 // its pieces' entries [p0, p0 + n) of reduce_partial_map, or why the plan has no tile for it
 // (code != kMlaOk; index, value: the status word's).
 struct MergeTile {
@@ -69,82 +69,17 @@ __device__ inline MergeTile CheckMergeTile(const MlaDecodeParams& p, int partial
   return t;
 }
 
-// After item `it` wrote its piece of a split tile: the piece is counted on its tile's counter
-// and the block whose count completes the tile merges the tile's rows into final O / LSE (and
-// sets the counter back to 0 for the next launch). Run by the kThreads threads that wrote the
-// piece (`tid`: this thread's index among them), which `sync()` brings together; `shared_pair`:
-// 2 x 4 int32 of the block's shared memory, set up by MergeSharedInit before the walk (each call
-// leaves them so); `call`: the block's count of calls so far. The tile is found by all threads at
-// once (each compares some of reduce_final_map's entries with the item's q tokens: one round of
-// loads, where a bisection would be a chain of them, and the map need not be sorted: kv lanes order
-// it lane-major). Release / acquire: every thread fences its own partial writes before the first
-// barrier; the counting thread fences after it learns the tile is complete, before the barrier
-// past which the block reads the other blocks' pieces.
-template <int kThreads, class Sync>
-__device__ __forceinline__ void MergeIfLastPiece(const MlaDecodeParams& p, const Item& it, int cu,
-                                                 int tid, int* shared_pair, uint32_t call,
-                                                 Sync&& sync) {
-  static_assert(kThreads % kMergeLanes == 0, "whole rows a pass");
-  const MlaSplitMerge& m = p.merge;
-  // Calls alternate between two sets of words, so that no word is written by one call while
-  // a thread may still read it from the call before (two barriers apart, not one).
-  int* shared = shared_pair + 4 * (call & 1);
-  volatile int* tile_at = shared;  // [0] the tile, [1] merge here, [2] p0, [3] pieces
-  int tiles =
-      m.num_reduce_tiles_device != nullptr ? *m.num_reduce_tiles_device : m.num_reduce_tiles;
-  tiles = tiles < 0 ? 0 : tiles > m.reduce_tiles_capacity ? m.reduce_tiles_capacity : tiles;
-  const int64_t qs =
-      int64_t{p.qo_indptr[it.b]} * p.head_fold + int64_t{it.g} * it.qlen + it.first_token;
-  for (int k = tid; k < tiles; k += kThreads) {
-    if (m.reduce_final_map[2 * k] == qs && m.reduce_final_map[2 * k + 1] == qs + it.tokens) {
-      atomicMax(shared, k);  // a bad plan's duplicates: the last, the same in every run
-    }
-  }
-  __threadfence();  // this thread's partial writes, before the count (release)
-  sync();
-  if (tid == 0) {
-    const MergeTile t = CheckMergeTile(p, it.partial, it.tokens, tile_at[0]);
-    bool last = false;
-    if (t.code != kMlaOk) {
-      Report(p.status, t.code, cu, t.index, t.value);
-    } else {
-      const int k = tile_at[0];
-      const int before = atomicAdd(m.counters + k, 1);
-      last = before == t.n - 1;
-      if (before >= t.n) Report(p.status, kMlaBadMergePiece, cu, k, before);
-      if (last) atomicExch(m.counters + k, 0);
-      __threadfence();
-    }
-    tile_at[1] = last ? 1 : 0;
-    tile_at[2] = static_cast<int>(t.p0);
-    tile_at[3] = t.n;
-    // The next call's scan starts from -1 (only this thread read the tile past the barrier
-    // above; the others write the next one only past the barrier below).
-    tile_at[0] = -1;
-  }
-  sync();
-  const bool last = tile_at[1] != 0;
-  const int p0 = tile_at[2], n = tile_at[3];
-  if (!last) return;
-  MergeRows<kMergeLanes, kThreads>(p, m.reduce_partial_map + p0, n, it.rows,
-                                   p.num_heads / p.head_fold, FinalRow(p, it, 0), tid, 0, 1);
-}
-
-// MergeIfLastPiece's shared words, set by one thread before a barrier that precedes the walk.
-__device__ __forceinline__ void MergeSharedInit(int* shared_pair) {
-  shared_pair[0] = -1;
-  shared_pair[4] = -1;
-}
-
 // ---- A block's pieces: looked up before its walk, counted at once after it ------------------
 //
-// The per-piece path above is a chain of memory round trips at the end of a block for every
-// piece (the tile's scan, its piece list, the count, then the merge): 5-30 us on the H200 at
-// b = 32 ctx 1024 (notes.md, session 25). The book moves the lookups before the walk (the
-// consumers wait for the first Q tile there anyway) and counts every piece of the block at
-// once after it: one fence, one barrier, one round of atomics, one barrier, then the merges.
+// Counting and merging piece by piece after the walk (the tile's scan, its piece list, the count,
+// then the merge, for every piece) was a chain of memory round trips at each block's end: 5-30
+// us over the decode on the H200 at b = 32 ctx 1024 (notes.md, session 25). The book moves the
+// lookups before the walk (the consumers wait for the first Q tile there anyway) and counts every
+// piece of the block at once after it: one fence, one barrier, one round of atomics, one
+// barrier, then the merges. A block whose pieces the book cannot hold goes through the same
+// steps one piece at a time after its walk.
 
-constexpr int kMergeMaxPieces = 8;  // pieces of a block the book holds (more: per piece)
+constexpr int kMergeMaxPieces = 8;  // pieces of a block the book holds (more: one at a time)
 constexpr int kMergeBookLocs = 8;   // a tile's piece list kept in the book (more: read from memory)
 // Pieces a merging thread loads at once (MergeRow's kAtOnce): one block merges a whole tile, so
 // more bytes in flight than the reduce kernel's two (its blocks share a tile eight ways).
@@ -165,58 +100,45 @@ struct MergePiece {
   int64_t value;                 //
 };
 struct MergeBook {
-  int32_t pieces;  // the block's pieces; -1: the per-piece path (MergeIfLastPiece)
+  int32_t pieces;  // the entries in use; -1: the block's pieces one at a time after its walk
   int32_t pad[3];
   MergePiece piece[kMergeMaxPieces];
 };
 
-// Before the walk, by the kThreads threads of the merge (`sync`: their barrier): the block's
-// items (one a lane of the first warp; a block of more items than a warp has lanes, or of more
-// than kMergeMaxPieces pieces, takes the per-piece path), each piece's tile by a scan of
-// reduce_final_map by all threads, and the tile's piece list checked by the piece's thread.
-template <int kThreads, class Sync>
-__device__ __forceinline__ void OpenMergeBook(const MlaDecodeParams& p, int cu, int tid,
-                                              MergeBook* book, Sync&& sync) {
-  const MlaSplitMerge& m = p.merge;
-  if (tid < warpSize) {
-    const int64_t w0 = p.work_indptr[cu], w1 = p.work_indptr[cu + 1];
-    const bool walkable = w0 >= 0 && w1 >= w0 && w1 <= p.work_info_capacity;
-    int32_t info[4] = {-1, -1, 0, 0};
-    if (walkable && tid < w1 - w0) {
-#pragma unroll
-      for (int k = 0; k < 4; ++k) info[k] = p.work_info[(w0 + tid) * 8 + k];
-    }
-    const bool piece = info[1] >= 0;
-    const unsigned long long pieces = __ballot64(piece);
-    const int count = __popcll(pieces);
-    const bool booked = walkable && w1 - w0 <= warpSize && count <= kMergeMaxPieces;
-    if (tid == 0) book->pieces = booked ? count : -1;
-    if (booked && piece) {
-      MergePiece& e = book->piece[__popcll(pieces & ((1ull << tid) - 1))];
-      e.k = -1;
-      e.code = kMlaOk;
-      e.index = -1;
-      e.partial = info[1];
-      e.qs = info[2];
-      e.qe = info[3];
-      e.merge = 0;
-      e.value = info[1];
-      // The item's rows as DecodeItem finds them (a bad item: never merged, reported).
-      const int r = p.head_fold, v = info[0], hpg = p.num_heads / p.head_fold;
-      bool ok = v >= 0 && v < p.num_requests * r;
-      if (ok) {
-        const int b = v / r, g = v % r;
-        const int64_t qo0 = p.qo_indptr[b], qo1 = p.qo_indptr[b + 1];
-        const int64_t fqo = qo0 * r + int64_t{g} * (qo1 - qo0);
-        ok = qo0 >= 0 && qo1 >= qo0 && qo1 <= p.num_q_tokens && e.qs >= fqo && e.qe > e.qs &&
-             e.qe <= fqo + (qo1 - qo0) && int64_t{e.qe - e.qs} * hpg <= kTileRows;
-        e.rows = (e.qe - e.qs) * hpg;
-        e.out_row0 = (qo0 + (e.qs - fqo)) * p.num_heads + int64_t{g} * hpg;
-      }
-      if (!ok) e.code = kMlaBadMergePiece;
-    }
+// Entry `e` for the work item of `info` (its first four words), a piece: where its tile's rows
+// are, as DecodeItem finds them (a bad item: code set, reported, never counted).
+__device__ inline void BookPiece(const MlaDecodeParams& p, const int32_t (&info)[4],
+                                 MergePiece& e) {
+  e.k = -1;
+  e.code = kMlaOk;
+  e.index = -1;
+  e.partial = info[1];
+  e.qs = info[2];
+  e.qe = info[3];
+  e.merge = 0;
+  e.value = info[1];
+  const int r = p.head_fold, v = info[0], hpg = p.num_heads / p.head_fold;
+  bool ok = v >= 0 && v < p.num_requests * r;
+  if (ok) {
+    const int b = v / r, g = v % r;
+    const int64_t qo0 = p.qo_indptr[b], qo1 = p.qo_indptr[b + 1];
+    const int64_t fqo = qo0 * r + int64_t{g} * (qo1 - qo0);
+    ok = qo0 >= 0 && qo1 >= qo0 && qo1 <= p.num_q_tokens && e.qs >= fqo && e.qe > e.qs &&
+         e.qe <= fqo + (qo1 - qo0) && int64_t{e.qe - e.qs} * hpg <= kTileRows;
+    e.rows = (e.qe - e.qs) * hpg;
+    e.out_row0 = (qo0 + (e.qs - fqo)) * p.num_heads + int64_t{g} * hpg;
   }
-  sync();
+  if (!ok) e.code = kMlaBadMergePiece;
+}
+
+// The split tile of each of the book's entries (filled before a barrier): a scan of
+// reduce_final_map by all threads (kv lanes order it lane-major: no order is assumed), then the
+// tile's piece list checked (and kept) by the entry's thread, whose entry it stays until the
+// next barrier.
+template <int kThreads, class Sync>
+__device__ __forceinline__ void FindMergeTiles(const MlaDecodeParams& p, int tid, MergeBook* book,
+                                               Sync&& sync) {
+  const MlaSplitMerge& m = p.merge;
   const int pieces = book->pieces;
   if (pieces <= 0) return;
   int tiles =
@@ -239,24 +161,22 @@ __device__ __forceinline__ void OpenMergeBook(const MlaDecodeParams& p, int cu, 
       e.value = t.value;
       e.p0 = static_cast<int32_t>(t.p0);
       e.n = t.n;
-      for (int j = 0; j < t.n && j < kMergeBookLocs; ++j) {
-        e.locs[j] = p.merge.reduce_partial_map[t.p0 + j];
-      }
+      for (int j = 0; j < t.n && j < kMergeBookLocs; ++j)
+        e.locs[j] = m.reduce_partial_map[t.p0 + j];
     }
   }
-  // Each piece's entry is its thread's until CloseMergeBook's first barrier.
 }
 
-// After the walk, by the same threads: every piece counted on its tile's counter at once (a
-// thread a piece), then the block merges each tile whose count it completed (and sets its
-// counter back to 0). False when the book holds nothing (the per-piece path's turn).
+// The book's pieces (their partial rows written by these threads) counted on their tiles'
+// counters at once, a thread a piece; then the block merges each tile whose count it completed
+// and sets its counter back to 0. Release / acquire: every thread fences its own partial writes
+// before the first barrier; a counting thread fences once its tile is complete, before the
+// barrier past which the block reads the other blocks' pieces.
 template <int kThreads, class Sync>
-__device__ __forceinline__ bool CloseMergeBook(const MlaDecodeParams& p, int cu, int tid,
-                                               MergeBook* book, Sync&& sync) {
+__device__ __forceinline__ void CountAndMerge(const MlaDecodeParams& p, int cu, int tid,
+                                              MergeBook* book, Sync&& sync) {
   const int pieces = book->pieces;
-  if (pieces < 0) return false;
-  if (pieces == 0) return true;
-  __threadfence();  // this thread's partial writes, before the counts (release)
+  __threadfence();
   sync();
   if (tid < pieces) {
     MergePiece& e = book->piece[tid];
@@ -268,7 +188,7 @@ __device__ __forceinline__ bool CloseMergeBook(const MlaDecodeParams& p, int cu,
       merge = before == e.n - 1;
       if (before >= e.n) Report(p.status, kMlaBadMergePiece, cu, e.k, before);
       if (merge) atomicExch(p.merge.counters + e.k, 0);
-      __threadfence();  // the other blocks' pieces, before this block's reads of them
+      __threadfence();
     }
     e.merge = merge;
   }
@@ -280,7 +200,59 @@ __device__ __forceinline__ bool CloseMergeBook(const MlaDecodeParams& p, int cu,
     const int32_t* locs = e.n <= kMergeBookLocs ? e.locs : p.merge.reduce_partial_map + e.p0;
     MergeRows<kMergeLanes, kThreads, kMergeAtOnce>(p, locs, e.n, e.rows, hg, e.out_row0, tid, 0, 1);
   }
-  return true;
+}
+
+// Before the walk, by the kThreads threads of the merge (`sync`: their barrier; `cu`: the
+// block): the block's items read by the lanes of the first warp, its pieces booked and their
+// tiles found. A block of more items than a warp has lanes, or of more than kMergeMaxPieces
+// pieces, books nothing (pieces = -1).
+template <int kThreads, class Sync>
+__device__ __forceinline__ void OpenMergeBook(const MlaDecodeParams& p, int cu, int tid,
+                                              MergeBook* book, Sync&& sync) {
+  if (tid < warpSize) {
+    const int64_t w0 = p.work_indptr[cu], w1 = p.work_indptr[cu + 1];
+    const bool walkable = w0 >= 0 && w1 >= w0 && w1 <= p.work_info_capacity;
+    int32_t info[4] = {-1, -1, 0, 0};
+    if (walkable && tid < w1 - w0) {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) info[k] = p.work_info[(w0 + tid) * 8 + k];
+    }
+    const bool piece = info[1] >= 0;
+    const unsigned long long pieces = __ballot64(piece);
+    const int count = __popcll(pieces);
+    const bool booked = walkable && w1 - w0 <= warpSize && count <= kMergeMaxPieces;
+    if (tid == 0) book->pieces = booked ? count : -1;
+    if (booked && piece) BookPiece(p, info, book->piece[__popcll(pieces & ((1ull << tid) - 1))]);
+  }
+  sync();
+  FindMergeTiles<kThreads>(p, tid, book, sync);
+}
+
+// After the walk, by the same threads: the booked pieces counted and merged (CountAndMerge);
+// a block that booked nothing takes its pieces one at a time through the same steps.
+template <int kThreads, class Sync>
+__device__ __forceinline__ void CloseMergeBook(const MlaDecodeParams& p, int cu, int tid,
+                                               MergeBook* book, Sync&& sync) {
+  if (book->pieces >= 0) {
+    CountAndMerge<kThreads>(p, cu, tid, book, sync);
+    return;
+  }
+  const int64_t w0 = p.work_indptr[cu], w1 = p.work_indptr[cu + 1];
+  if (w0 < 0 || w1 < w0 || w1 > p.work_info_capacity) return;  // the walk reported it
+  for (int64_t w = w0; w < w1; ++w) {
+    if (p.work_info[w * 8 + 1] < 0) continue;  // not a piece (the same in every thread)
+    sync();                                    // every thread done with the previous piece's entry
+    if (tid == 0) {
+      int32_t info[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) info[k] = p.work_info[w * 8 + k];
+      BookPiece(p, info, book->piece[0]);
+      book->pieces = 1;
+    }
+    sync();
+    FindMergeTiles<kThreads>(p, tid, book, sync);
+    CountAndMerge<kThreads>(p, cu, tid, book, sync);
+  }
 }
 
 }  // namespace mla

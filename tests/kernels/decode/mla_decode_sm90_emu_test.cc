@@ -174,8 +174,8 @@ TEST_P(Sm90KernelTest, DecodeMergeFindsTilesInLaneMajorOrder) {
 }
 
 TEST_P(Sm90KernelTest, DecodeMergeOfBlocksOfManyItems) {
-  // 81 short requests on 2 CUs: more items a block than a warp has lanes, so the blocks count
-  // their pieces one by one after the walk (MergeIfLastPiece), not from the book.
+  // 81 short requests on 2 CUs: more items a block than a warp has lanes, so the blocks book
+  // nothing and take their pieces one at a time after the walk (CloseMergeBook).
   const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 81, 1, 70, 16);
   const WorkPlan plan = PlanForTest(batch, 2);
   ASSERT_GT(plan.num_reduce_tiles(), 0);

@@ -271,6 +271,11 @@ int LaunchMlaDecode(const MlaDecodeParams& params, void* stream);
 // previous kernel is launched, as the GPU planner and host uploads are.
 int LaunchMlaReduce(const MlaReduceParams& params, void* stream);
 
+// Probe builds only (MLAPS_SM90_TRACE in the `mla_decode` library's copts): write the sm90
+// kernels' timeline probe (mla_decode_sm90_probe.h) of the last launch to `path` as raw uint32
+// [block][warpgroup][kv block][event]; true when written. False on every other build.
+bool DumpSm90Trace(const char* path);
+
 }  // namespace mlaps
 
 #endif  // MLAPS_KERNELS_MLA_DECODE_H_

@@ -2,6 +2,7 @@
 // device code lives in mla_decode_device.h (tensor-core path on NVIDIA, generic path on AMD).
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 
 #include "kernels/decode/mla_decode.h"
 #include "kernels/decode/mla_decode_device.h"
@@ -422,6 +423,22 @@ int LaunchMlaReduce(const MlaReduceParams& params, void* stream) {
   return mlapsLaunchKernelAfterPrevious(
       mla::MlaReduceKernel, dim3(params.reduce_tiles_capacity, mla::kReduceRowSplit),
       dim3(mla::kReduceThreads), 0, static_cast<hipStream_t>(stream), params);
+}
+
+bool DumpSm90Trace(const char* path) {
+#if defined(MLAPS_SM90_TRACE) && defined(__CUDACC__)
+  static unsigned int host[mla::kSm90TraceCtas][mla::kSm90TraceRoles][mla::kSm90TraceBlocks]
+                          [mla::kSm90TraceTags];
+  if (cudaDeviceSynchronize() != cudaSuccess) return false;
+  if (cudaMemcpyFromSymbol(host, mla::g_sm90_trace, sizeof(host)) != cudaSuccess) return false;
+  FILE* f = std::fopen(path, "wb");
+  if (f == nullptr) return false;
+  const bool ok = std::fwrite(host, sizeof(host), 1, f) == 1;
+  return std::fclose(f) == 0 && ok;
+#else
+  (void)path;
+  return false;
+#endif
 }
 
 }  // namespace mlaps

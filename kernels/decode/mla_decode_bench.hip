@@ -472,6 +472,11 @@ int Main(const Filter& filter) {
         ratio, step, peer_step, step_ratio, r.merged_us, merged_ratio, step_merged,
         step_merged_ratio);
   }
+  // Probe builds (MLAPS_SM90_TRACE): the last launch's timeline, for one --only case.
+  if (const char* trace = std::getenv("MLAPS_SM90_TRACE_OUT")) {
+    std::fprintf(stderr, "trace %s: %s\n", trace,
+                 DumpSm90Trace(trace) ? "written" : "not compiled in (MLAPS_SM90_TRACE)");
+  }
   return 0;
 }
 

@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Reads the sm90 timeline probe (MLAPS_SM90_TRACE; mla_decode_sm90_probe.h) that
+mla_decode_bench writes with MLAPS_SM90_TRACE_OUT=FILE, and prints one block's walk.
+
+  python3 kernels/decode/sm90_trace_report.py FILE [CTA] [FIRST_KV_BLOCK] [COUNT]
+
+Times are SM clock cycles / 1000 from the block's first event. Warpgroups: A and B the two
+consumers, P the producer. Events (tag): S0 a consumer starts the S of kv block n (1), Siss its
+last wgmma issued (2), Sret retired (3); st0 / st1 the wait for the other's statistics of n
+(4, 5); sm0 / sm1 its softmax of n (6, 7); pv0 / pv1 its P V of n (8, 9); P the producer starts
+block n (11), c0 / c4 / c8 its TMA of production positions 0 / 4 / 8 issued (12-14). Then the
+means over blocks 10-119 of each consumer's phases, and the period a kv block."""
+import array
+import sys
+
+CTAS, ROLES, BLOCKS, TAGS = 4, 3, 512, 16
+NAMES = {1: "S0", 2: "Siss", 3: "Sret", 4: "st0", 5: "st1", 6: "sm0", 7: "sm1", 8: "pv0",
+         9: "pv1", 11: "P", 12: "c0", 13: "c4", 14: "c8"}
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__)
+        return 2
+    words = array.array("I")
+    with open(argv[1], "rb") as f:
+        words.frombytes(f.read())
+    if len(words) != CTAS * ROLES * BLOCKS * TAGS:
+        print("%s: %d words, expected %d" % (argv[1], len(words), CTAS * ROLES * BLOCKS * TAGS))
+        return 1
+    cta = int(argv[2]) if len(argv) > 2 else 0
+    first = int(argv[3]) if len(argv) > 3 else 40
+    count = int(argv[4]) if len(argv) > 4 else 6
+
+    def raw(role, n, tag):
+        return words[((cta * ROLES + role) * BLOCKS + n) * TAGS + tag]
+
+    seen = [raw(r, n, t) for r in range(ROLES) for n in range(BLOCKS) for t in range(TAGS)]
+    seen = [v for v in seen if v]
+    if not seen:
+        print("block %d recorded nothing (not an sm90 TMA launch, or no probe build)" % cta)
+        return 1
+    base = min(seen)
+
+    def at(role, n, tag):  # cycles since the first event (the clock's low 32 bits wrap)
+        v = raw(role, n, tag)
+        return (v - base) % (1 << 32) if v else None
+
+    for n in range(first, min(BLOCKS, first + count)):
+        cells = ["%s.%s=%.2f" % ("ABP"[r], NAMES[t], at(r, n, t) / 1000.0)
+                 for r in range(ROLES) for t in sorted(NAMES) if at(r, n, t) is not None]
+        print(n, " ".join(cells))
+
+    def mean_span(role, t0, t1):
+        d = [at(role, n, t1) - at(role, n, t0) for n in range(10, 120)
+             if at(role, n, t0) is not None and at(role, n, t1) is not None]
+        return sum(d) / len(d) / 1000.0 if d else float("nan")
+
+    for role in (0, 1):
+        print("%s: S issue %.2f, S issued -> retired %.2f, statistics wait %.2f, softmax %.2f, "
+              "P V %.2f (kcycles a block)" % ("AB"[role], mean_span(role, 1, 2),
+                                                mean_span(role, 2, 3), mean_span(role, 4, 5),
+                                                mean_span(role, 6, 7), mean_span(role, 8, 9)))
+    ends = [at(0, n, 9) for n in range(10, 120) if at(0, n, 9) is not None]
+    if len(ends) > 1:
+        print("period %.3f kcycles a kv block" % ((ends[-1] - ends[0]) / 1000.0 / (len(ends) - 1)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -271,7 +271,7 @@ int LaunchMlaDecode(const MlaDecodeParams& params, void* stream);
 // previous kernel is launched, as the GPU planner and host uploads are.
 int LaunchMlaReduce(const MlaReduceParams& params, void* stream);
 
-// Probe builds only (MLAPS_SM90_TRACE in the `mla_decode` library's copts): write the sm90
+// Probe builds only (MLAPS_SM90_TRACE: the `mla_decode_traced` library): write the sm90
 // kernels' timeline probe (mla_decode_sm90_probe.h) of the last launch to `path` as raw uint32
 // [block][warpgroup][kv block][event]; true when written. False on every other build.
 bool DumpSm90Trace(const char* path);

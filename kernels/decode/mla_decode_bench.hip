@@ -16,6 +16,10 @@
 //
 // Prints a device-to-device copy bandwidth first (the memory roof measured on this card),
 // then the table last.
+//
+// mla_decode_bench_traced (the same on the timeline probe's build, slower): with
+// MLAPS_SM90_TRACE_OUT=FILE and one --only case it writes the last launch's timeline to FILE
+// (kernels/decode/sm90_trace_report.py FILE prints it).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -472,10 +476,11 @@ int Main(const Filter& filter) {
         ratio, step, peer_step, step_ratio, r.merged_us, merged_ratio, step_merged,
         step_merged_ratio);
   }
-  // Probe builds (MLAPS_SM90_TRACE): the last launch's timeline, for one --only case.
+  // mla_decode_bench_traced (MLAPS_SM90_TRACE): the last launch's timeline, for one --only case.
   if (const char* trace = std::getenv("MLAPS_SM90_TRACE_OUT")) {
-    std::fprintf(stderr, "trace %s: %s\n", trace,
-                 DumpSm90Trace(trace) ? "written" : "not compiled in (MLAPS_SM90_TRACE)");
+    std::fprintf(
+        stderr, "trace %s: %s\n", trace,
+        DumpSm90Trace(trace) ? "written" : "not compiled in (mla_decode_bench_traced has it)");
   }
   return 0;
 }

@@ -106,16 +106,16 @@ __shared__ unsigned int g_sm90_wait_cycles[12 * 16];
   } while (0)
 #endif
 
-// A timeline probe (MLAPS_SM90_TRACE in the `mla_decode` library's copts; NVIDIA device pass
-// only): thread 0 of each warpgroup of the first kSm90TraceCtas blocks stores the SM clock's low
-// 32 bits when it passes event `tag` of kv block n (the block's walk order), into
-// g_sm90_trace[block][warpgroup][n][tag]; DumpSm90Trace (mla_decode.h) writes it to a file
-// (mla_decode_bench: MLAPS_SM90_TRACE_OUT=FILE, one --only case) and
-// kernels/decode/sm90_trace_report.py prints it. The last launch's times remain. Tags (the f16
-// P V kernel's consumers and the TMA producer): 1 / 2 / 3 a consumer starts / has issued / has
-// retired the S of kv block n; 4 / 5 its wait for the other's statistics of n; 6 / 7 its
-// softmax of n; 8 / 9 its P V of n; 11 the producer starts block n; 12 / 13 / 14 its TMA of
-// production positions 0 / 4 / 8 issued.
+// A timeline probe (MLAPS_SM90_TRACE: the `mla_decode_traced` library and
+// mla_decode_bench_traced, kernels/decode/BUILD.bazel; NVIDIA device pass only): thread 0 of each
+// warpgroup of the first kSm90TraceCtas blocks stores the SM clock's low 32 bits when it passes
+// event `tag` of kv block n (the block's walk order), into g_sm90_trace[block][warpgroup][n][tag];
+// DumpSm90Trace (mla_decode.h) writes it to a file (mla_decode_bench_traced:
+// MLAPS_SM90_TRACE_OUT=FILE, one --only case) and kernels/decode/sm90_trace_report.py prints it.
+// The last launch's times remain. Tags (the f16 P V kernel's consumers and the TMA producer): 1 / 2
+// / 3 a consumer starts / has issued / has retired the S of kv block n; 4 / 5 its wait for the
+// other's statistics of n; 6 / 7 its softmax of n; 8 / 9 its P V of n; 11 the producer starts block
+// n; 12 / 13 / 14 its TMA of production positions 0 / 4 / 8 issued.
 constexpr int kSm90TraceCtas = 4, kSm90TraceRoles = 3, kSm90TraceBlocks = 512, kSm90TraceTags = 16;
 #if defined(MLAPS_SM90_TRACE) && defined(__CUDACC__)
 __device__ unsigned int g_sm90_trace[kSm90TraceCtas][kSm90TraceRoles][kSm90TraceBlocks]

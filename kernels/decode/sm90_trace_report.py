@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Reads the sm90 timeline probe (MLAPS_SM90_TRACE; mla_decode_sm90_probe.h) that
-mla_decode_bench writes with MLAPS_SM90_TRACE_OUT=FILE, and prints one block's walk.
+mla_decode_bench_traced writes with MLAPS_SM90_TRACE_OUT=FILE (one --only case), and prints one
+block's walk.
 
   python3 kernels/decode/sm90_trace_report.py FILE [CTA] [FIRST_KV_BLOCK] [COUNT]
 

@@ -456,16 +456,16 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
   // S of block n into s, retired on return (bf16: issued as one group, then waited for).
   auto scores = [&](uint32_t n) {
     const int slot = slot_of(n);
-    MLAPS_SM90_TRACE_AT(1, n);
+    MLAPS_SM90_TRACE_AT(kTraceSStart, n);
     if constexpr (kFp8) {
       RawScores(at.bars, at.base, RawRows(at.base, slot), slot, parity_of(n), s);
     } else {
       IssueBf16Scores(at.bars, at.base, slot, n, s);
-      MLAPS_SM90_TRACE_AT(2, n);
+      MLAPS_SM90_TRACE_AT(kTraceSIssued, n);
       WgmmaWait<0>();
       PinAccumulators(s);
     }
-    MLAPS_SM90_TRACE_AT(3, n);
+    MLAPS_SM90_TRACE_AT(kTraceSRetired, n);
   };
   // fp8: our P V of block n - 1 retires, and frees its slot half, only when we next need O or
   // P's buffers: before our softmax of n publishes (its last k step runs on the tensor cores
@@ -497,17 +497,17 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
     const uint32_t p_tile =
         kFp8 ? RawPTile(at.base, n) : at.base + L::kKv + slot * L::kTile + 8 * L::kChunk;
     if (own) {
-      MLAPS_SM90_TRACE_AT(6, n);
+      MLAPS_SM90_TRACE_AT(kTraceSoftmax, n);
       Softmax<kFp8>(at, s, m, l, vend, i, n, scale_log2, p_tile, [&] { retire_pv(i); });
-      MLAPS_SM90_TRACE_AT(7, n);
+      MLAPS_SM90_TRACE_AT(kTraceSoftmaxEnd, n);
       NamedBarrierSync(2 + w, kSm90WgThreads);  // all of P and the factors written
     } else {
       // The other's statistics of n, and our half of V (the owner waited for it; our own wait
       // orders our reads of it).
       auto take_stats = [&] {
-        MLAPS_SM90_TRACE_AT(4, n);
+        MLAPS_SM90_TRACE_AT(kTraceStatsWait, n);
         MbarWait(at.bars.ScoreStats(n), (n >> 1) & 1);
-        MLAPS_SM90_TRACE_AT(5, n);
+        MLAPS_SM90_TRACE_AT(kTraceStatsIn, n);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = at.r0 + 8 * h;
@@ -534,13 +534,13 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
           scores(n + 1);
           take_stats();
         } else {
-          MLAPS_SM90_TRACE_AT(1, n + 1);
+          MLAPS_SM90_TRACE_AT(kTraceSStart, n + 1);
           IssueBf16Scores(at.bars, at.base, slot_of(n + 1), n + 1, s);
-          MLAPS_SM90_TRACE_AT(2, n + 1);
+          MLAPS_SM90_TRACE_AT(kTraceSIssued, n + 1);
           take_stats();
           WgmmaWait<0>();
           PinAccumulators(s);
-          MLAPS_SM90_TRACE_AT(3, n + 1);
+          MLAPS_SM90_TRACE_AT(kTraceSRetired, n + 1);
         }
         if (i + 3 >= nblk) MbarArrive(at.bars.QEmpty());  // our last S of the item
       } else {
@@ -550,7 +550,7 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
     }
     // The P V's first V bytes (fp8: its first k step's; bf16: its first tile's) are loaded
     // before the rescale reads its flags (both loads' latencies at once).
-    MLAPS_SM90_TRACE_AT(8, n);
+    MLAPS_SM90_TRACE_AT(kTracePv, n);
     uint2 v_first[4];
     uint32_t vt_first[4][4];
     if constexpr (kFp8) {
@@ -565,7 +565,7 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
       Bf16PvT(at.bars, at.base + L::kKv + slot * L::kTile, slot, w, at.wtid, o, vt_first);
     }
     if (!kPvLate) MbarArrive(at.bars.Empty(slot, w));
-    MLAPS_SM90_TRACE_AT(9, n);
+    MLAPS_SM90_TRACE_AT(kTracePvEnd, n);
   }
   retire_pv(nblk);
   // bf16 V widened to f16 (scaled): a value f16 cannot hold turns every O^T element it meets

@@ -112,11 +112,24 @@ __shared__ unsigned int g_sm90_wait_cycles[12 * 16];
 // event `tag` of kv block n (the block's walk order), into g_sm90_trace[block][warpgroup][n][tag];
 // DumpSm90Trace (mla_decode.h) writes it to a file (mla_decode_bench_traced:
 // MLAPS_SM90_TRACE_OUT=FILE, one --only case) and kernels/decode/sm90_trace_report.py prints it.
-// The last launch's times remain. Tags (the f16 P V kernel's consumers and the TMA producer): 1 / 2
-// / 3 a consumer starts / has issued / has retired the S of kv block n; 4 / 5 its wait for the
-// other's statistics of n; 6 / 7 its softmax of n; 8 / 9 its P V of n; 11 the producer starts block
-// n; 12 / 13 / 14 its TMA of production positions 0 / 4 / 8 issued.
+// The last launch's times remain. The events (Sm90TraceTag; the f16 P V kernel's consumers and the
+// TMA producer) are numbered as sm90_trace_report.py reads them.
 constexpr int kSm90TraceCtas = 4, kSm90TraceRoles = 3, kSm90TraceBlocks = 512, kSm90TraceTags = 16;
+enum Sm90TraceTag : int {
+  kTraceSStart = 1,      // a consumer starts the S of kv block n
+  kTraceSIssued = 2,     // ... has issued its last wgmma
+  kTraceSRetired = 3,    // ... has retired it
+  kTraceStatsWait = 4,   // it waits for the other's statistics of n
+  kTraceStatsIn = 5,     // ... and has them
+  kTraceSoftmax = 6,     // its softmax of n starts
+  kTraceSoftmaxEnd = 7,  // ... and has published
+  kTracePv = 8,          // its P V of n starts
+  kTracePvEnd = 9,       // ... and has retired
+  kTraceCopy = 11,       // the producer starts block n
+  kTraceTma0 = 12,       // its TMA of production positions 0, 4 and 8 issued
+  kTraceTma4 = 13,
+  kTraceTma8 = 14,
+};
 #if defined(MLAPS_SM90_TRACE) && defined(__CUDACC__)
 __device__ unsigned int g_sm90_trace[kSm90TraceCtas][kSm90TraceRoles][kSm90TraceBlocks]
                                     [kSm90TraceTags];

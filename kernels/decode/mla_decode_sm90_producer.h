@@ -426,13 +426,13 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
       }
       continue;
     }
-    MLAPS_SM90_TRACE_AT(11, n);
+    MLAPS_SM90_TRACE_AT(kTraceCopy, n);
 #pragma unroll
     for (int pos = 0; pos < L::kChunks; ++pos) {
       wait_free(pos);
-      if (pos == 0) MLAPS_SM90_TRACE_AT(12, n);
-      if (pos == 4) MLAPS_SM90_TRACE_AT(13, n);
-      if (pos == 8) MLAPS_SM90_TRACE_AT(14, n);
+      if (pos == 0) MLAPS_SM90_TRACE_AT(kTraceTma0, n);
+      if (pos == 4) MLAPS_SM90_TRACE_AT(kTraceTma4, n);
+      if (pos == 8) MLAPS_SM90_TRACE_AT(kTraceTma8, n);
       const int c = ChunkAt(slot, pos);
       if (ctid == 0) {
 #if defined(MLAPS_SM90_PROBE_SKIP_COPY)

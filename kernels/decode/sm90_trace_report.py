@@ -6,7 +6,7 @@ block's walk.
   python3 kernels/decode/sm90_trace_report.py FILE [CTA] [FIRST_KV_BLOCK] [COUNT]
 
 Times are SM clock cycles / 1000 from the block's first event. Warpgroups: A and B the two
-consumers, P the producer. Events (tag): S0 a consumer starts the S of kv block n (1), Siss its
+consumers, P the producer. Events (tag, Sm90TraceTag in mla_decode_sm90_probe.h): S0 a consumer starts the S of kv block n (1), Siss its
 last wgmma issued (2), Sret retired (3); st0 / st1 the wait for the other's statistics of n
 (4, 5); sm0 / sm1 its softmax of n (6, 7); pv0 / pv1 its P V of n (8, 9); P the producer starts
 block n (11), c0 / c4 / c8 its TMA of production positions 0 / 4 / 8 issued (12-14). Then the
@@ -55,13 +55,13 @@ def main(argv):
     def mean_span(role, t0, t1):
         d = [at(role, n, t1) - at(role, n, t0) for n in range(10, 120)
              if at(role, n, t0) is not None and at(role, n, t1) is not None]
-        return sum(d) / len(d) / 1000.0 if d else float("nan")
+        return "%.2f" % (sum(d) / len(d) / 1000.0) if d else "-"  # "-": event not recorded
 
     for role in (0, 1):
-        print("%s: S issue %.2f, S issued -> retired %.2f, statistics wait %.2f, softmax %.2f, "
-              "P V %.2f (kcycles a block)" % ("AB"[role], mean_span(role, 1, 2),
-                                                mean_span(role, 2, 3), mean_span(role, 4, 5),
-                                                mean_span(role, 6, 7), mean_span(role, 8, 9)))
+        print("%s: S issue %s, S issued -> retired %s, statistics wait %s, softmax %s, P V %s "
+              "(kcycles a block)" % ("AB"[role], mean_span(role, 1, 2), mean_span(role, 2, 3),
+                                     mean_span(role, 4, 5), mean_span(role, 6, 7),
+                                     mean_span(role, 8, 9)))
     ends = [at(0, n, 9) for n in range(10, 120) if at(0, n, 9) is not None]
     if len(ends) > 1:
         print("period %.3f kcycles a kv block" % ((ends[-1] - ends[0]) / 1000.0 / (len(ends) - 1)))

@@ -43,6 +43,9 @@
 //                before it waits for the other's statistics, so that S runs during the other's
 //                softmax;
 //   producer     (warpgroup 2) Q and the kv blocks (mla_decode_sm90_producer.h).
+// kMlaPathWgmmaF16PvPair runs bf16 in another order (RunPairConsumer): kv blocks in pairs,
+// each consumer's softmax of its block of the pair before its P V of the other's, so that no
+// softmax waits behind a P V; the same steps, handoffs and O.
 // (A fourth warpgroup that runs every S and softmax while two others run P V compiles to
 // serialized wgmmas: 512 threads leave 128 registers a thread at entry, and ptxas reports
 // C7512, "insufficient register resources", whatever the setmaxnreg split; notes.md.)
@@ -101,10 +104,11 @@ __device__ __forceinline__ uint32_t RawPTile(uint32_t base, uint32_t n) {
 // ---- Tile math -------------------------------------------------------------------------------
 
 // bf16: S = Q K^T for the block in `slot` (sequence number n), issued as one commit group: 9
-// chunks in the slot's production order (ChunkAt), waiting for each, x 4 k16 steps of 32 bytes
-// inside the swizzled 128-byte rows, on the bf16 operands as they landed.
+// chunks in the production order (ChunkAt(order, .): order is the slot, or in pair order the
+// item's leader), waiting for each, x 4 k16 steps of 32 bytes inside the swizzled 128-byte rows,
+// on the bf16 operands as they landed.
 __device__ __forceinline__ void IssueBf16Scores(const Sm90Bars& bars, uint32_t base, int slot,
-                                                uint32_t n, float (&s)[32]) {
+                                                int order, uint32_t n, float (&s)[32]) {
   const uint32_t kv = base + L::kKv + slot * L::kTile;
 #pragma unroll
   for (int e = 0; e < 32; ++e) s[e] = 0.0f;
@@ -118,7 +122,7 @@ __device__ __forceinline__ void IssueBf16Scores(const Sm90Bars& bars, uint32_t b
   WgmmaFence();
 #pragma unroll 1
   for (int pos = 0; pos < L::kChunks; ++pos) {
-    const int c = ChunkAt(slot, pos);
+    const int c = ChunkAt(order, pos);
     if (!landed) MbarWait(bars.Full(slot, c), (n >> 1) & 1);
     const uint64_t a0 = MatrixDesc(base + L::kQ + c * L::kChunk, 16, 1024, kSwizzle128B);
     const uint64_t b0 = MatrixDesc(kv + c * L::kChunk, 16, 1024, kSwizzle128B);
@@ -421,20 +425,35 @@ __device__ __forceinline__ void RescaleO(const F16PvPlace& at, float (&o)[4][32]
   }
 }
 
-// Consumer w's part of one item (see the file comment): one pass over the kv blocks, each one
-// either ours (softmax) or the other's (its statistics), then our P V of it; the S of our next
-// block (it follows the other's) before we wait for the other's statistics. `seq`: kv blocks
-// this block ran before the item; `item`: items before it. Returns the item's kv blocks.
-template <bool kFp8>
-__device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* smem, uint32_t seq,
-                           uint32_t item, int w) {
-  const F16PvPlace at = PlaceOf(smem);
-  const int nblk = BlocksOf(it);
-  const float scale_log2 = p.sm_scale * p.q_scale * p.kv_scale * kLog2e;
-  float o[4][32], s[32], m[2], l[2];
-  // fp8: RawPvT's A registers (here: its last k step still reads them after it returns).
-  uint32_t pv_a[2][4][4];
-  int32_t vend[2];
+// The non-owner's statistics of block n (in `slot`; `parity`: its full barriers' phase): the
+// running max after it, our row sums rescaled by its factors, and our half of its V (the
+// owner's S read every chunk, so it has landed: tested at once, waited for only if one had not;
+// our own wait orders our reads of it).
+__device__ __forceinline__ void TakeStats(const F16PvPlace& at, uint32_t n, int slot,
+                                          uint32_t parity, int w, float (&m)[2], float (&l)[2]) {
+  MLAPS_SM90_TRACE_AT(kTraceStatsWait, n);
+  MbarWait(at.bars.ScoreStats(n), (n >> 1) & 1);
+  MLAPS_SM90_TRACE_AT(kTraceStatsIn, n);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = at.r0 + 8 * h;
+    m[h] = LoadSharedF32(at.base + L::kRowM + 4 * row);
+    l[h] *= LoadSharedF32(at.base + L::kPvAlpha + 4 * ((n & 3) * L::kRows + row));
+  }
+  bool landed = true;
+#pragma unroll
+  for (int c = 0; c < 4; ++c) landed = MbarTest(at.bars.Full(slot, 4 * w + c), parity) && landed;
+  if (!WarpUniform(landed)) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) MbarWait(at.bars.Full(slot, 4 * w + c), parity);
+  }
+}
+
+// A consumer's registers at an item's start: O^T and the row sums zero, the running max -inf,
+// and the kv tokens (from it.begin) that the thread's rows r0, r0 + 8 see.
+__device__ __forceinline__ void StartItem(const MlaDecodeParams& p, const Item& it,
+                                          const F16PvPlace& at, float (&o)[4][32], float (&m)[2],
+                                          float (&l)[2], int32_t (&vend)[2]) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int64_t v = VisibleEnd(p, it, it.first_token + (at.r0 + 8 * h) / it.hpg) - it.begin;
@@ -447,127 +466,15 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
 #pragma unroll
     for (int i = 0; i < 32; ++i) o[t][i] = 0.0f;
   }
+}
 
-  // Block n (sequence number) is consumer n % 2's, in slot n % 2 (bf16) or n % 4 (fp8: the
-  // raw ring). Our last S of the item releases the Q tile (q_empty; at once when we have no
-  // block).
-  auto slot_of = [](uint32_t n) { return kFp8 ? RawRing::SlotOf(n) : static_cast<int>(n & 1); };
-  auto parity_of = [](uint32_t n) { return kFp8 ? RawRing::ParityOf(n) : (n >> 1) & 1; };
-  // S of block n into s, retired on return (bf16: issued as one group, then waited for).
-  auto scores = [&](uint32_t n) {
-    const int slot = slot_of(n);
-    MLAPS_SM90_TRACE_AT(kTraceSStart, n);
-    if constexpr (kFp8) {
-      RawScores(at.bars, at.base, RawRows(at.base, slot), slot, parity_of(n), s);
-    } else {
-      IssueBf16Scores(at.bars, at.base, slot, n, s);
-      MLAPS_SM90_TRACE_AT(kTraceSIssued, n);
-      WgmmaWait<0>();
-      PinAccumulators(s);
-    }
-    MLAPS_SM90_TRACE_AT(kTraceSRetired, n);
-  };
-  // fp8: our P V of block n - 1 retires, and frees its slot half, only when we next need O or
-  // P's buffers: before our softmax of n publishes (its last k step runs on the tensor cores
-  // while we compute P), or before our S of n + 1 (whose accumulators need the P V's A
-  // registers), or once we have the other's statistics of n. (The wait runs even when nothing
-  // is in flight, i == 0: ptxas cannot tell, and serializes every wgmma when a path reads O
-  // without one, C7514.)
-  constexpr bool kPvLate = kFp8;
-  auto retire_pv = [&](int i) {
-    if (!kPvLate) return;
-    WgmmaWait<0>();
-#pragma unroll
-    for (int t = 0; t < 4; ++t) PinAccumulators(o[t]);
-    if (i > 0) MbarArrive(at.bars.Empty(slot_of(seq + i - 1), w));
-  };
-  const int first_own = static_cast<int>((seq & 1) != static_cast<uint32_t>(w));
-  MbarWait(at.bars.QFull(), item & 1);
-  if (first_own >= nblk) MbarArrive(at.bars.QEmpty());
-  if (first_own == 0 && nblk > 0) {
-    scores(seq);
-    if (nblk <= 2) MbarArrive(at.bars.QEmpty());
-  }
-#pragma unroll 1
-  for (int i = 0; i < nblk; ++i) {
-    const uint32_t n = seq + i;
-    const int slot = slot_of(n);
-    const bool own = WarpUniform(static_cast<int>(n & 1) == w);
-    const bool next_s = WarpUniform(!own && i + 1 < nblk);  // our block follows the other's
-    const uint32_t p_tile =
-        kFp8 ? RawPTile(at.base, n) : at.base + L::kKv + slot * L::kTile + 8 * L::kChunk;
-    if (own) {
-      MLAPS_SM90_TRACE_AT(kTraceSoftmax, n);
-      Softmax<kFp8>(at, s, m, l, vend, i, n, scale_log2, p_tile, [&] { retire_pv(i); });
-      MLAPS_SM90_TRACE_AT(kTraceSoftmaxEnd, n);
-      NamedBarrierSync(2 + w, kSm90WgThreads);  // all of P and the factors written
-    } else {
-      // The other's statistics of n, and our half of V (the owner waited for it; our own wait
-      // orders our reads of it).
-      auto take_stats = [&] {
-        MLAPS_SM90_TRACE_AT(kTraceStatsWait, n);
-        MbarWait(at.bars.ScoreStats(n), (n >> 1) & 1);
-        MLAPS_SM90_TRACE_AT(kTraceStatsIn, n);
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row = at.r0 + 8 * h;
-          m[h] = LoadSharedF32(at.base + L::kRowM + 4 * row);
-          l[h] *= LoadSharedF32(at.base + L::kPvAlpha + 4 * ((n & 3) * L::kRows + row));
-        }
-        // (Landed: the owner's S read them. Tested at once, waited for only if one had not.)
-        bool landed = true;
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          landed = MbarTest(at.bars.Full(slot, 4 * w + c), parity_of(n)) && landed;
-        }
-        if (!WarpUniform(landed)) {
-#pragma unroll
-          for (int c = 0; c < 4; ++c) MbarWait(at.bars.Full(slot, 4 * w + c), parity_of(n));
-        }
-      };
-      if (next_s) {
-        // Our S of block n + 1 runs on the tensor cores during the other's softmax of n (bf16:
-        // issued before the wait and retired in the same branch, before O is rescaled: a wgmma
-        // in flight while O is rewritten makes ptxas serialize every wgmma, C7515).
-        if constexpr (kFp8) {
-          retire_pv(i);
-          scores(n + 1);
-          take_stats();
-        } else {
-          MLAPS_SM90_TRACE_AT(kTraceSStart, n + 1);
-          IssueBf16Scores(at.bars, at.base, slot_of(n + 1), n + 1, s);
-          MLAPS_SM90_TRACE_AT(kTraceSIssued, n + 1);
-          take_stats();
-          WgmmaWait<0>();
-          PinAccumulators(s);
-          MLAPS_SM90_TRACE_AT(kTraceSRetired, n + 1);
-        }
-        if (i + 3 >= nblk) MbarArrive(at.bars.QEmpty());  // our last S of the item
-      } else {
-        take_stats();
-        retire_pv(i);
-      }
-    }
-    // The P V's first V bytes (fp8: its first k step's; bf16: its first tile's) are loaded
-    // before the rescale reads its flags (both loads' latencies at once).
-    MLAPS_SM90_TRACE_AT(kTracePv, n);
-    uint2 v_first[4];
-    uint32_t vt_first[4][4];
-    if constexpr (kFp8) {
-      LoadVtStep(RawRows(at.base, slot) + 4 * w * L::kChunk, 0, at.wtid, v_first);
-    } else {
-      LoadBf16VtTile(at.base + L::kKv + slot * L::kTile, w, 0, at.wtid, vt_first);
-    }
-    RescaleO(at, o, n);
-    if constexpr (kFp8) {
-      RawPvT<!kPvLate>(RawRows(at.base, slot), p_tile, w, at.wtid, o, pv_a, v_first);
-    } else {
-      Bf16PvT(at.bars, at.base + L::kKv + slot * L::kTile, slot, w, at.wtid, o, vt_first);
-    }
-    if (!kPvLate) MbarArrive(at.bars.Empty(slot, w));
-    MLAPS_SM90_TRACE_AT(kTracePvEnd, n);
-  }
-  retire_pv(nblk);
+// Consumer w's end of item `item` once every P V of it retired: (bf16) the V range check, then
+// the row sums of both consumers, O^T's 256 dims normalized and stored, and the LSE.
+template <bool kFp8>
+__device__ __forceinline__ void FinishItem(const MlaDecodeParams& p, const Item& it,
+                                           const F16PvPlace& at, float (&o)[4][32],
+                                           const float (&m)[2], const float (&l)[2], uint32_t item,
+                                           int w) {
   // bf16 V widened to f16 (scaled): a value f16 cannot hold turns every O^T element it meets
   // non-finite (P x inf, or 0 x inf = NaN, in the rows of its dim); only then is the item's V
   // read again to tell that from inf / NaN inputs (ReportF16Range).
@@ -649,7 +556,7 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
         reinterpret_cast<float4*>(dst)[1] = make_float4(v[4], v[5], v[6], v[7]);
       }
     }
-    return nblk;
+    return;
   }
   // bf16: element i of tile t is dim d0 + 64 t + 8 ((i >> 1) & 1).
   const int d0 = 256 * w + 16 * at.warp + (at.lane >> 2);
@@ -675,6 +582,211 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
       for (int t = 0; t < 4; ++t) dst[64 * t] = o[t][i] * scale;
     }
   }
+}
+
+// Consumer w's part of one item (see the file comment): one pass over the kv blocks, each one
+// either ours (softmax) or the other's (its statistics), then our P V of it; the S of our next
+// block (it follows the other's) before we wait for the other's statistics. `seq`: kv blocks
+// this block ran before the item; `item`: items before it. Returns the item's kv blocks.
+template <bool kFp8>
+__device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* smem, uint32_t seq,
+                           uint32_t item, int w) {
+  const F16PvPlace at = PlaceOf(smem);
+  const int nblk = BlocksOf(it);
+  const float scale_log2 = p.sm_scale * p.q_scale * p.kv_scale * kLog2e;
+  float o[4][32], s[32], m[2], l[2];
+  // fp8: RawPvT's A registers (here: its last k step still reads them after it returns).
+  uint32_t pv_a[2][4][4];
+  int32_t vend[2];
+  StartItem(p, it, at, o, m, l, vend);
+
+  // Block n (sequence number) is consumer n % 2's, in slot n % 2 (bf16) or n % 4 (fp8: the
+  // raw ring). Our last S of the item releases the Q tile (q_empty; at once when we have no
+  // block).
+  auto slot_of = [](uint32_t n) { return kFp8 ? RawRing::SlotOf(n) : static_cast<int>(n & 1); };
+  auto parity_of = [](uint32_t n) { return kFp8 ? RawRing::ParityOf(n) : (n >> 1) & 1; };
+  // S of block n into s, retired on return (bf16: issued as one group, then waited for).
+  auto scores = [&](uint32_t n) {
+    const int slot = slot_of(n);
+    MLAPS_SM90_TRACE_AT(kTraceSStart, n);
+    if constexpr (kFp8) {
+      RawScores(at.bars, at.base, RawRows(at.base, slot), slot, parity_of(n), s);
+    } else {
+      IssueBf16Scores(at.bars, at.base, slot, slot, n, s);
+      MLAPS_SM90_TRACE_AT(kTraceSIssued, n);
+      WgmmaWait<0>();
+      PinAccumulators(s);
+    }
+    MLAPS_SM90_TRACE_AT(kTraceSRetired, n);
+  };
+  // fp8: our P V of block n - 1 retires, and frees its slot half, only when we next need O or
+  // P's buffers: before our softmax of n publishes (its last k step runs on the tensor cores
+  // while we compute P), or before our S of n + 1 (whose accumulators need the P V's A
+  // registers), or once we have the other's statistics of n. (The wait runs even when nothing
+  // is in flight, i == 0: ptxas cannot tell, and serializes every wgmma when a path reads O
+  // without one, C7514.)
+  constexpr bool kPvLate = kFp8;
+  auto retire_pv = [&](int i) {
+    if (!kPvLate) return;
+    WgmmaWait<0>();
+#pragma unroll
+    for (int t = 0; t < 4; ++t) PinAccumulators(o[t]);
+    if (i > 0) MbarArrive(at.bars.Empty(slot_of(seq + i - 1), w));
+  };
+  const int first_own = static_cast<int>((seq & 1) != static_cast<uint32_t>(w));
+  MbarWait(at.bars.QFull(), item & 1);
+  if (first_own >= nblk) MbarArrive(at.bars.QEmpty());
+  if (first_own == 0 && nblk > 0) {
+    scores(seq);
+    if (nblk <= 2) MbarArrive(at.bars.QEmpty());
+  }
+#pragma unroll 1
+  for (int i = 0; i < nblk; ++i) {
+    const uint32_t n = seq + i;
+    const int slot = slot_of(n);
+    const bool own = WarpUniform(static_cast<int>(n & 1) == w);
+    const bool next_s = WarpUniform(!own && i + 1 < nblk);  // our block follows the other's
+    const uint32_t p_tile =
+        kFp8 ? RawPTile(at.base, n) : at.base + L::kKv + slot * L::kTile + 8 * L::kChunk;
+    if (own) {
+      MLAPS_SM90_TRACE_AT(kTraceSoftmax, n);
+      Softmax<kFp8>(at, s, m, l, vend, i, n, scale_log2, p_tile, [&] { retire_pv(i); });
+      MLAPS_SM90_TRACE_AT(kTraceSoftmaxEnd, n);
+      NamedBarrierSync(2 + w, kSm90WgThreads);  // all of P and the factors written
+    } else {
+      // The other's statistics of n, and our half of V (the owner waited for it; our own wait
+      // orders our reads of it).
+      auto take_stats = [&] { TakeStats(at, n, slot, parity_of(n), w, m, l); };
+      if (next_s) {
+        // Our S of block n + 1 runs on the tensor cores during the other's softmax of n (bf16:
+        // issued before the wait and retired in the same branch, before O is rescaled: a wgmma
+        // in flight while O is rewritten makes ptxas serialize every wgmma, C7515).
+        if constexpr (kFp8) {
+          retire_pv(i);
+          scores(n + 1);
+          take_stats();
+        } else {
+          MLAPS_SM90_TRACE_AT(kTraceSStart, n + 1);
+          IssueBf16Scores(at.bars, at.base, slot_of(n + 1), slot_of(n + 1), n + 1, s);
+          MLAPS_SM90_TRACE_AT(kTraceSIssued, n + 1);
+          take_stats();
+          WgmmaWait<0>();
+          PinAccumulators(s);
+          MLAPS_SM90_TRACE_AT(kTraceSRetired, n + 1);
+        }
+        if (i + 3 >= nblk) MbarArrive(at.bars.QEmpty());  // our last S of the item
+      } else {
+        take_stats();
+        retire_pv(i);
+      }
+    }
+    // The P V's first V bytes (fp8: its first k step's; bf16: its first tile's) are loaded
+    // before the rescale reads its flags (both loads' latencies at once).
+    MLAPS_SM90_TRACE_AT(kTracePv, n);
+    uint2 v_first[4];
+    uint32_t vt_first[4][4];
+    if constexpr (kFp8) {
+      LoadVtStep(RawRows(at.base, slot) + 4 * w * L::kChunk, 0, at.wtid, v_first);
+    } else {
+      LoadBf16VtTile(at.base + L::kKv + slot * L::kTile, w, 0, at.wtid, vt_first);
+    }
+    RescaleO(at, o, n);
+    if constexpr (kFp8) {
+      RawPvT<!kPvLate>(RawRows(at.base, slot), p_tile, w, at.wtid, o, pv_a, v_first);
+    } else {
+      Bf16PvT(at.bars, at.base + L::kKv + slot * L::kTile, slot, w, at.wtid, o, vt_first);
+    }
+    if (!kPvLate) MbarArrive(at.bars.Empty(slot, w));
+    MLAPS_SM90_TRACE_AT(kTracePvEnd, n);
+  }
+  retire_pv(nblk);
+  FinishItem<kFp8>(p, it, at, o, m, l, item, w);
+  return nblk;
+}
+
+// bf16 in pair order (kMlaPathWgmmaF16PvPair): consumer w's part of one item. The item's kv
+// blocks go in pairs (i, i + 1), i even (item-relative); block i belongs to the item's leader
+// (the consumer of its first block, seq % 2), i + 1 to the follower. For each pair, each
+// consumer runs the softmax of its own block, then its P V of block i, then of i + 1, then the
+// S of its next own block (i + 2 or i + 3): the leader waits for the follower's statistics of
+// i + 1 between its two P V, the follower for the leader's of i before its softmax (which needs
+// that running max). So neither softmax waits behind a P V of the other's block (in RunConsumer
+// the non-owner's P V of n precedes its softmax of n + 1), and the leader's P V of its own
+// block, first in the pair, frees its half of that slot early: the producer fills every slot
+// of the item in the leader's order (kLeadOrder), so the leader's next S starts on that half.
+// Each P V rescales O^T by its block's factors first, so both run in block order on O^T that
+// is relative to the block before's running max, as in RunConsumer. Returns the item's kv
+// blocks.
+//
+// Handoffs as in RunConsumer (score_stats, kPvAlpha, kPvMoved, the P^T in the slot's rope
+// chunk, empty / empty_chunk), each block's statistics taken once by its non-owner; their reuse
+// four (kPvAlpha) or two (score_stats) blocks on waits for the other's statistics in between:
+// the owner of n publishes n + 2 only after it took the other's n + 1, which the other
+// published after it took n.
+__device__ int RunPairConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* smem,
+                               uint32_t seq, uint32_t item, int w) {
+  const F16PvPlace at = PlaceOf(smem);
+  const int nblk = BlocksOf(it);
+  const float scale_log2 = p.sm_scale * p.q_scale * p.kv_scale * kLog2e;
+  float o[4][32], s[32], m[2], l[2];
+  int32_t vend[2];
+  StartItem(p, it, at, o, m, l, vend);
+  const int lead = static_cast<int>(seq & 1);
+  const bool leader = WarpUniform(w == lead);
+  const int first_own = leader ? 0 : 1;  // our first block (item-relative)
+  // S of our block i into s, retired on return; our last S of the item releases the Q tile.
+  auto scores = [&](int i) {
+    const uint32_t n = seq + i;
+    MLAPS_SM90_TRACE_AT(kTraceSStart, n);
+    IssueBf16Scores(at.bars, at.base, static_cast<int>(n & 1), lead, n, s);
+    MLAPS_SM90_TRACE_AT(kTraceSIssued, n);
+    WgmmaWait<0>();
+    PinAccumulators(s);
+    MLAPS_SM90_TRACE_AT(kTraceSRetired, n);
+    if (i + 2 >= nblk) MbarArrive(at.bars.QEmpty());
+  };
+  // The other's statistics of its block i (running max, our row sums rescaled), and our half of
+  // that block's V (the owner's S waited for it; our own wait orders our reads of it).
+  auto take_stats = [&](int i) {
+    const uint32_t n = seq + i;
+    TakeStats(at, n, static_cast<int>(n & 1), (n >> 1) & 1, w, m, l);
+  };
+  // Our P V of block i: O^T rescaled by its factors, then O^T += V^T P^T over our half.
+  auto pv = [&](int i) {
+    const uint32_t n = seq + i;
+    const int slot = static_cast<int>(n & 1);
+    const uint32_t kv = at.base + L::kKv + slot * L::kTile;
+    MLAPS_SM90_TRACE_AT(kTracePv, n);
+    uint32_t vt_first[4][4];
+    LoadBf16VtTile(kv, w, 0, at.wtid, vt_first);  // beside the rescale's flag loads
+    RescaleO(at, o, n);
+    Bf16PvT(at.bars, kv, slot, w, at.wtid, o, vt_first);
+    MbarArrive(at.bars.Empty(slot, w));
+    MLAPS_SM90_TRACE_AT(kTracePvEnd, n);
+  };
+  MbarWait(at.bars.QFull(), item & 1);
+  if (first_own >= nblk) MbarArrive(at.bars.QEmpty());
+    // One pass over the blocks in P V order, one call site of each step (two P V sites spill:
+    // notes.md, session 26), S and softmax of our block of a pair together at the pair's first
+    // block (so that S's accumulators are not live across a P V): block k's statistics when it is
+    // the other's, then our P V of k.
+#pragma unroll 1
+  for (int k = 0; k < nblk; ++k) {
+    const int own = (k & ~1) + first_own;  // our block of k's pair
+    const bool own_step = WarpUniform((k & 1) == 0 && own < nblk);
+    if (own_step) scores(own);
+    if (WarpUniform((k & 1) != first_own)) take_stats(k);
+    if (own_step) {
+      const uint32_t n = seq + own;
+      MLAPS_SM90_TRACE_AT(kTraceSoftmax, n);
+      Softmax<false>(at, s, m, l, vend, own, n, scale_log2,
+                     at.base + L::kKv + (n & 1) * L::kTile + 8 * L::kChunk, [] {});
+      MLAPS_SM90_TRACE_AT(kTraceSoftmaxEnd, n);
+      NamedBarrierSync(2 + w, kSm90WgThreads);  // all of P and the factors written
+    }
+    pv(k);
+  }
+  FinishItem<false>(p, it, at, o, m, l, item, w);
   return nblk;
 }
 
@@ -683,9 +795,10 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
 // The 64-row sm90 decode kernel with f16 P V from registers (bf16, or fp8 e4m3fn widened to f16
 // by the producer); kv_map: the kv cache's TMA map (TmaMap; the launch encodes it). Its body
 // exists in the NVIDIA device pass and the CPU emulation only.
-template <bool kFp8>
+template <bool kFp8, bool kPairOrder = false>
 __global__ void __launch_bounds__(kF16PvThreads, 1)
     MlaDecodeSm90F16PvKernel(const MlaDecodeParams p, const MLAPS_GRID_CONSTANT TmaMap kv_map) {
+  static_assert(!(kFp8 && kPairOrder), "pair order: bf16 only");
 #if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
   // Both consumers run one instance of their code (half the hot code for the instruction
   // caches: two instances missed them, notes.md). fp8 consumers keep a P V k step in flight
@@ -697,9 +810,14 @@ __global__ void __launch_bounds__(kF16PvThreads, 1)
   // (kChunkFree, Bf16PvT).
   constexpr int kConsumerRegs = kFp8 ? 240 : kSm90ConsumerRegs;
   RunSm90Block<kFp8, /*kWiden=*/false, SmemSm90::kRows, /*kTma=*/true, /*kOneConsumerCode=*/true,
-               /*kEvictFirst=*/true, kConsumerRegs, /*kL2Fill=*/!kFp8, /*kChunkFree=*/!kFp8>(
+               /*kEvictFirst=*/true, kConsumerRegs, /*kL2Fill=*/!kFp8, /*kChunkFree=*/!kFp8,
+               /*kLeadOrder=*/kPairOrder>(
       p, &kv_map, [&](int w, const Item& it, uint8_t* smem, uint32_t seq, uint32_t item) {
-        return RunConsumer<kFp8>(p, it, smem, seq, item, w);
+        if constexpr (kPairOrder) {
+          return RunPairConsumer(p, it, smem, seq, item, w);
+        } else {
+          return RunConsumer<kFp8>(p, it, smem, seq, item, w);
+        }
       });
 #endif
 }

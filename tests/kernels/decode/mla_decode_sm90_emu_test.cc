@@ -86,18 +86,33 @@ constexpr testing::Sm90KernelUnderTest kF16Pv{mla::sm90_f16pv::kF16PvThreads, ml
                                               mla::SmemSm90::kTokens, kMlaPathWgmmaF16Pv,
                                               &F16PvBody};
 
+// The f16 P V kernel with its bf16 consumers in pair order (RunPairConsumer, the producer in
+// the item leader's chunk order): bf16 only.
+void F16PvPairBody(const MlaDecodeParams& p, bool fp8) {
+  if (fp8) {
+    ADD_FAILURE() << "pair order runs bf16 only";
+    return;
+  }
+  mla::sm90_f16pv::MlaDecodeSm90F16PvKernel<false, true>(p, testing::KvTmaMap(p, false, true));
+}
+constexpr testing::Sm90KernelUnderTest kF16PvPair{mla::sm90_f16pv::kF16PvThreads,
+                                                  mla::SmemSm90::kBytes, mla::SmemSm90::kTokens,
+                                                  kMlaPathWgmmaF16PvPair, &F16PvPairBody};
+
 std::string KernelName(const ::testing::TestParamInfo<testing::Sm90KernelUnderTest>& info) {
-  return info.param.path == kMlaPathWgmmaF16     ? "F16Tile"
-         : info.param.path == kMlaPathWgmmaF16Pv ? "F16Pv"
-                                                 : "Bf16HiLo";
+  return info.param.path == kMlaPathWgmmaF16         ? "F16Tile"
+         : info.param.path == kMlaPathWgmmaF16Pv     ? "F16Pv"
+         : info.param.path == kMlaPathWgmmaF16PvPair ? "F16PvPair"
+                                                     : "Bf16HiLo";
 }
 
-// The bf16 cases run on every kernel; fp8 on the f16-tile and f16 P V kernels.
+// The bf16 cases run on every kernel; fp8 on the f16-tile and f16 P V kernels (pair order is
+// bf16 only).
 class Sm90KernelTest : public ::testing::TestWithParam<testing::Sm90KernelUnderTest> {};
 class Sm90Fp8KernelTest : public ::testing::TestWithParam<testing::Sm90KernelUnderTest> {};
 
 INSTANTIATE_TEST_SUITE_P(MlaDecodeSm90EmuTest, Sm90KernelTest,
-                         ::testing::Values(kF16Tile, kBf16HiLo, kF16Pv), KernelName);
+                         ::testing::Values(kF16Tile, kBf16HiLo, kF16Pv, kF16PvPair), KernelName);
 INSTANTIATE_TEST_SUITE_P(MlaDecodeSm90EmuTest, Sm90Fp8KernelTest,
                          ::testing::Values(kF16Tile, kF16Pv), KernelName);
 TEST_P(Sm90KernelTest, Heads16Qlen1VarlenPage16) {
@@ -318,31 +333,36 @@ TEST(MlaDecodeSm90F16EmuTest, StatusWordReportsABf16ValueBeyondF16) {
   EXPECT_EQ(RunSm90(kF16Tile, c, PlanForTest(batch, 1)).status.code, kMlaF16Range);
 }
 
+// The f16 P V kernel in both consumer orders (bf16).
+class Sm90F16PvKernelTest : public ::testing::TestWithParam<testing::Sm90KernelUnderTest> {};
+INSTANTIATE_TEST_SUITE_P(MlaDecodeSm90EmuTest, Sm90F16PvKernelTest,
+                         ::testing::Values(kF16Pv, kF16PvPair), KernelName);
+
 // The f16 P V kernel widens only V (dims 0-511) to f16, scaled by 2^-8: a finite V value of
 // magnitude >= 2^24 (which the scaled f16 cannot hold) is reported with its bf16 bits; below it
 // V is exact (70144 and -65280 are beyond f16 unscaled, and O matches the executor's); Q and the
 // rope dims (S in bf16) keep the full bf16 range.
-TEST(MlaDecodeSm90F16PvEmuTest, ReportsAVValueBeyondTheScaledF16) {
+TEST_P(Sm90F16PvKernelTest, ReportsAVValueBeyondTheScaledF16) {
   const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 1, 1, 70, 64);
   sim::DecodeCase c = sim::MakeDecodeCase(batch, 25);
   const int64_t row = int64_t{c.kv_indices[0]} * batch.page_size;
   const int64_t at = (row + 5) * kHeadDimQk + 7;
   c.kv_cache[at] = 16777216.0f;  // 2^24, a bf16 (0x4b80): 2^16 after the scale, f16 inf
-  const DecodeRunResult got = RunSm90(kF16Pv, c, PlanForTest(batch, 1));
+  const DecodeRunResult got = RunSm90(GetParam(), c, PlanForTest(batch, 1));
   EXPECT_EQ(got.error, "");
   EXPECT_EQ(got.status.code, kMlaF16Range);
   EXPECT_EQ(got.status.value, 0x4b80);
   // 2^24 - 2^16 (0x4b7f) is the largest bf16 that the scaled f16 holds: no report.
   c.kv_cache[at] = -16711680.0f;
-  EXPECT_EQ(RunSm90(kF16Pv, c, PlanForTest(batch, 1)).status.code, kMlaOk);
+  EXPECT_EQ(RunSm90(GetParam(), c, PlanForTest(batch, 1)).status.code, kMlaOk);
   // Token 65 (page 1: the second kv block, the other consumer's own block and slot).
   c.kv_cache[(int64_t{c.kv_indices[1]} * batch.page_size + 1) * kHeadDimQk + 300] = -33554432.0f;
-  const DecodeRunResult second = RunSm90(kF16Pv, c, PlanForTest(batch, 1));
+  const DecodeRunResult second = RunSm90(GetParam(), c, PlanForTest(batch, 1));
   EXPECT_EQ(second.status.code, kMlaF16Range);
   EXPECT_EQ(second.status.value, 0x4c00);
 }
 
-TEST(MlaDecodeSm90F16PvEmuTest, Bf16VBeyondUnscaledF16IsExact) {
+TEST_P(Sm90F16PvKernelTest, Bf16VBeyondUnscaledF16IsExact) {
   const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 64, 1, 1, 130, 64);
   sim::DecodeCase c = sim::MakeDecodeCase(batch, 31);
   // V dims are K dims too: Q's are zeroed so that the logits stay moderate (S is not the point).
@@ -354,10 +374,10 @@ TEST(MlaDecodeSm90F16PvEmuTest, Bf16VBeyondUnscaledF16IsExact) {
   c.kv_cache[(row0 + 5) * kHeadDimQk + 7] = 70144.0f;     // consumer 0's dims
   c.kv_cache[(row1 + 3) * kHeadDimQk + 300] = -98304.0f;  // consumer 1's, the other block
   c.kv_cache[(row0 + 9) * kHeadDimQk + 400] = 1.0e-5f;    // below 2^-6: a scaled subnormal
-  CheckSm90Case(kF16Pv, c, PlanForTest(batch, 1), "bf16 H64 q1 V beyond unscaled f16");
+  CheckSm90Case(GetParam(), c, PlanForTest(batch, 1), "bf16 H64 q1 V beyond unscaled f16");
 }
 
-TEST(MlaDecodeSm90F16PvEmuTest, Bf16BeyondF16InQAndRopeIsExact) {
+TEST_P(Sm90F16PvKernelTest, Bf16BeyondF16InQAndRopeIsExact) {
   const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 64, 1, 1, 130, 64);
   sim::DecodeCase c = sim::MakeDecodeCase(batch, 49);
   // A rope dim of K (S only) beyond f16, with Q's dim zeroed so that the logits stay moderate,
@@ -369,7 +389,7 @@ TEST(MlaDecodeSm90F16PvEmuTest, Bf16BeyondF16InQAndRopeIsExact) {
     c.kv_cache[t * kHeadDimQk + 11] = 0.0f;
   }
   c.q[3 * kHeadDimQk + 11] = -98304.0f;
-  CheckSm90Case(kF16Pv, c, PlanForTest(batch, 1), "bf16 H64 q1 Q and rope beyond f16");
+  CheckSm90Case(GetParam(), c, PlanForTest(batch, 1), "bf16 H64 q1 Q and rope beyond f16");
 }
 
 }  // namespace

@@ -718,13 +718,15 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
 // is relative to the block before's running max, as in RunConsumer. Returns the item's kv
 // blocks.
 //
-// Handoffs as in RunConsumer (score_stats, kPvAlpha, kPvMoved, the P^T in the slot's rope
-// chunk, empty / empty_chunk), each block's statistics taken once by its non-owner; their reuse
-// four (kPvAlpha) or two (score_stats) blocks on waits for the other's statistics in between:
-// the owner of n publishes n + 2 only after it took the other's n + 1, which the other
-// published after it took n.
-__device__ int RunPairConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* smem,
-                               uint32_t seq, uint32_t item, int w) {
+// Handoffs as in RunConsumer (score_stats, kRowM, kPvAlpha, kPvMoved, the P^T in the slot's
+// rope chunk, empty / empty_chunk), each block's statistics taken once by its non-owner. Their
+// reuse: the owner of n publishes n + 2 only after it took the other's n + 1, which the other
+// published after it took n (score_stats, two blocks on; kRowM, rewritten by each softmax
+// after its writer's own TakeStats); the other reads block n's factors (kPvAlpha[n % 4],
+// kPvMoved) up to its P V of n, before it publishes n + 3, which the owner takes before its
+// softmax of n + 4 rewrites them.
+__device__ inline int RunPairConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* smem,
+                                      uint32_t seq, uint32_t item, int w) {
   const F16PvPlace at = PlaceOf(smem);
   const int nblk = BlocksOf(it);
   const float scale_log2 = p.sm_scale * p.q_scale * p.kv_scale * kLog2e;

@@ -367,7 +367,10 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
                                  smem + L::kQ, kRaw ? kRawQAt : ChunkMap<kFp8>::kStaging);
   CpAsyncArrive(bars.QLanded());
   using Ring = KvRing<kRaw>;
-  static_assert(!kLeadOrder || Ring::kSlots == 2, "the leader's order: a two-slot ring");
+  // The leader's order: a two-slot ring (the order key below) whose chunks are freed one by one
+  // (without kChunkFree, wait_free picks the consumer half by the slot's order).
+  static_assert(!kLeadOrder || (Ring::kSlots == 2 && kChunkFree),
+                "the leader's order: a two-slot ring with chunk frees");
   for (int t = 0; t < nblk; ++t) {
     const uint32_t n = seq + t;
     const int slot = Ring::SlotOf(n);

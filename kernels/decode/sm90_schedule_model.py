@@ -17,7 +17,9 @@ Orders (RunConsumer and RunPairConsumer in mla_decode_sm90_f16pv.h):
            i + 1 in between, the follower for the leader's of i before its softmax), then the
            S of its next own block; every slot filled in the leader's order (0-3, 4-7, 8).
 It prints the period a kv block of each order (session 26 measured 4.37 for slot on the H200;
-the model leaves out the rescale and the statistics' shared-memory traffic, ~0.5)."""
+the model leaves out the statistics' shared-memory traffic and the barrier tests, and lets each
+chunk come back on its own R after it was freed, where the producer refills a slot position by
+position: it understates what a chunk order that does not match the frees costs)."""
 import sys
 
 COST = dict(SM=0.96, SI=0.03, TS=0.128, PVS=0.22, TP=0.128, PUB=0.1, RES=0.15)

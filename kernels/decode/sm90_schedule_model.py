@@ -3,8 +3,8 @@
 block), to compare consumer orders before spending device time on them. Not a simulator of the
 GPU: each step is a fixed cost taken from the timeline probe (notes.md, session 26: softmax
 0.96, P V 1.45 of which ~0.5 on the tensor cores, S 36 wgmma), the tensor cores are one FIFO
-shared by both consumers, and a freed V chunk is back R kcycles later (TMA latency plus the
-producer's wake-up, ~2.2).
+shared by both consumers, and the producer refills a slot position by position, each chunk
+back R kcycles after its issue (TMA latency plus the producer's wake-up, ~2.2).
 
   python3 kernels/decode/sm90_schedule_model.py [R ...]
 
@@ -17,9 +17,7 @@ Orders (RunConsumer and RunPairConsumer in mla_decode_sm90_f16pv.h):
            i + 1 in between, the follower for the leader's of i before its softmax), then the
            S of its next own block; every slot filled in the leader's order (0-3, 4-7, 8).
 It prints the period a kv block of each order (session 26 measured 4.37 for slot on the H200;
-the model leaves out the statistics' shared-memory traffic and the barrier tests, and lets each
-chunk come back on its own R after it was freed, where the producer refills a slot position by
-position: it understates what a chunk order that does not match the frees costs)."""
+the model leaves out the statistics' shared-memory traffic and the barrier tests)."""
 import sys
 
 COST = dict(SM=0.96, SI=0.03, TS=0.128, PVS=0.22, TP=0.128, PUB=0.1, RES=0.15)
@@ -38,10 +36,19 @@ class Model:
         self.free, self.stats, self.pv_done, self.pipe = {}, {}, {}, 0.0
 
     def landed(self, n, c):
+        # The producer refills block n's slot position by position (CopyItemSm90): position p
+        # is issued once its chunk was freed and position p - 1 was issued.
         if n < 2:
             return 0.0
-        f = self.free.get((n - 2, c))
-        return None if f is None else f + self.refill
+        issued = 0.0
+        for chunk in chunk_order(n % 2, self.order):
+            f = self.free.get((n - 2, chunk))
+            if f is None:
+                return None
+            issued = max(issued, f)
+            if chunk == c:
+                return issued + self.refill
+        raise ValueError(c)
 
     # Steps: generators of ('wait', fn -> time or None), ('run', cost), ('now', fn(t)),
     # ('tensor', cost) -> the time the tensor cores finish it.

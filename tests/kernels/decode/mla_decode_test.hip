@@ -1246,6 +1246,12 @@ TEST(MlaDecodeApi, RefusesBadParams) {
     k.path = kMlaPathWgmmaF16Pv;  // any tile of up to 64 rows, when asked for
     EXPECT_STREQ(MlaDecodeKernelName(k), "f16pv");
     EXPECT_EQ(MlaDecodeParamsError(k), nullptr) << MlaDecodeParamsError(k);
+    k.path = kMlaPathWgmmaF16PvPair;  // the same kernel, bf16 consumers in pair order
+    EXPECT_STREQ(MlaDecodeKernelName(k), "f16pv");
+    EXPECT_EQ(MlaDecodeParamsError(k), nullptr) << MlaDecodeParamsError(k);
+    k.block_threads = 512;
+    EXPECT_NE(MlaDecodeParamsError(k), nullptr);
+    k.block_threads = 0;
     k.path = kMlaPathWgmmaNarrow;
     EXPECT_NE(MlaDecodeParamsError(k), nullptr);
   }

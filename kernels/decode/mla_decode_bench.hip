@@ -158,8 +158,31 @@ bool StepPlannerMatchesHost(const GpuPlannerParams& gp, const WorkPlan& plan,
 struct Setting {
   int kv_lanes = 0;
   int blocks_per_sm = 0;
-  int fixed_overhead = -1;  // PlanOptions::fixed_overhead (--fixed-overhead; -1: the default)
+  int fixed_overhead = -1;       // PlanOptions::fixed_overhead (--fixed-overhead; -1: the default)
+  const char* versus = nullptr;  // --versus PATH: the decode also timed on that path
 };
+
+// --versus: the decode of the case's params `a` and of `b` (the same, another path), timed in
+// turn, three rounds (each the median of its replays): two orders of one kernel compared in
+// one process, without the drift between runs (clock, power cap). Prints one line.
+template <class TimeUs>
+void CompareDecodePaths(const MlaDecodeParams& a, const MlaDecodeParams& b, const char* b_name,
+                        hipStream_t stream, TimeUs&& time_us) {
+  constexpr int kRounds = 3;
+  float ta[kRounds], tb[kRounds];
+  for (int r = 0; r < kRounds; ++r) {
+    ta[r] = time_us([&] { LaunchMlaDecode(a, stream); });
+    tb[r] = time_us([&] { LaunchMlaDecode(b, stream); });
+  }
+  std::sort(ta, ta + kRounds);
+  std::sort(tb, tb + kRounds);
+  const char* a_name = std::getenv("MLAPS_MLA_PATH");
+  std::printf(
+      "  versus: decode us, MLAPS_MLA_PATH=%s %.1f %.1f %.1f, %s %.1f %.1f %.1f "
+      "(middle rounds: %s / %s = %.3f)\n",
+      a_name != nullptr ? a_name : "auto", ta[0], ta[1], ta[2], b_name, tb[0], tb[1], tb[2], b_name,
+      a_name != nullptr ? a_name : "auto", tb[1] / ta[1]);
+}
 
 bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const char* kind,
                  int batch_size, int ctx, int qlen, double kv_rows, double pairs,
@@ -211,6 +234,12 @@ bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const ch
     return 1e3f * TimeGraphColdL2(stream, enqueue, buffers.l2_flush, buffers.l2_flush_bytes);
   };
   row.decode_us = time_us([&] { LaunchMlaDecode(p, stream); });
+  if (setting.versus != nullptr) {
+    bench::StagedCase v = staged;
+    v.decode.path = staging::ParseDecodePath(setting.versus);
+    if (!bench::RunChecked(v, stream)) return false;
+    CompareDecodePaths(p, v.decode, setting.versus, stream, time_us);
+  }
   row.reduce_us =
       plan->num_reduce_tiles() > 0 ? time_us([&] { LaunchMlaReduce(r, stream); }) : 0.0f;
   row.total_us = time_us([&] {
@@ -265,8 +294,9 @@ bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const ch
 // two blocks an SM as well where the tiles hold <= 16 rows (the compact layout; so one run
 // compares it with the default narrow-tile kernel). Every setting charges items
 // `fixed_overhead` blocks (-1: the registry's item cost).
-std::vector<Setting> SettingsOf(const Batch& batch, int sms, int fixed_overhead) {
-  std::vector<Setting> settings = {Setting{0, 0, fixed_overhead}};
+std::vector<Setting> SettingsOf(const Batch& batch, int sms, int fixed_overhead,
+                                const char* versus) {
+  std::vector<Setting> settings = {Setting{0, 0, fixed_overhead, versus}};
   PlanOptions plain_options;
   plain_options.fixed_overhead = fixed_overhead;
   PlanOptions options = plain_options;
@@ -274,11 +304,11 @@ std::vector<Setting> SettingsOf(const Batch& batch, int sms, int fixed_overhead)
   absl::StatusOr<WorkPlan> lanes = bench::PlanForDevice(batch, options, sms);
   absl::StatusOr<WorkPlan> plain = bench::PlanForDevice(batch, plain_options, sms);
   if (lanes.ok() && plain.ok() && lanes->kv_lanes > 1) {
-    settings.push_back(Setting{plain->kv_lanes == 1 ? kMaxKvLanes : 1, 0, fixed_overhead});
+    settings.push_back(Setting{plain->kv_lanes == 1 ? kMaxKvLanes : 1, 0, fixed_overhead, versus});
   }
   if (plain.ok() && plain->num_cu == sms &&
       batch.num_heads / plain->head_fold * plain->tokens_per_tile <= 16) {
-    settings.push_back(Setting{0, 2, fixed_overhead});
+    settings.push_back(Setting{0, 2, fixed_overhead, versus});
   }
   return settings;
 }
@@ -289,7 +319,9 @@ std::vector<Setting> SettingsOf(const Batch& batch, int sms, int fixed_overhead)
 // (for a profiler: ncu -k regex:MlaDecodeKernel -c 1 ... --only bf16,16,1,128,8192 --once);
 // --page N: the dense cases' kv page size (a power of two, 1-4096; default 64, FlashMLA's);
 // --fixed-overhead N: plans charge each work item N kv blocks (PlanOptions::fixed_overhead)
-// instead of the registry's calibrated item cost (how much splitting tiles pays).
+// instead of the registry's calibrated item cost (how much splitting tiles pays);
+// --versus PATH: each case's decode also timed on decode path PATH (MLAPS_MLA_PATH's names),
+// in turn with the case's own, three rounds, on one line (CompareDecodePaths).
 struct Filter {
   bool any = true;
   std::string dtype;
@@ -297,8 +329,9 @@ struct Filter {
   bool sparse_only = false;  // --only DTYPE,sparse
   int page = 64;
   bool once = false;
-  std::string peer_json;    // --peer FILE: FlashMLA's flashmla.json from the same device call
-  int fixed_overhead = -1;  // --fixed-overhead N: every setting's items charged N blocks
+  std::string peer_json;         // --peer FILE: FlashMLA's flashmla.json from the same device call
+  int fixed_overhead = -1;       // --fixed-overhead N: every setting's items charged N blocks
+  const char* versus = nullptr;  // --versus PATH: each case's decode also on that path
 };
 
 int Main(const Filter& filter) {
@@ -379,7 +412,8 @@ int Main(const Filter& filter) {
         // Pages scattered over the cache (a shuffled page table).
         const std::vector<int32_t> pages = bench::ShuffledPages(batch, rng);
         const double sum_kv = static_cast<double>(batch_size) * ctx;
-        for (const Setting& setting : SettingsOf(batch, num_cu, filter.fixed_overhead)) {
+        for (const Setting& setting :
+             SettingsOf(batch, num_cu, filter.fixed_overhead, filter.versus)) {
           if (!MeasureCase(batch, pages, "dense", batch_size, ctx, s.qlen, sum_kv, s.qlen * sum_kv,
                            buffers, num_cu, stream, filter.once, setting, &rows)) {
             return 1;
@@ -406,7 +440,8 @@ int Main(const Filter& filter) {
         slots.insert(slots.end(), perm.begin(), perm.begin() + topk);
       }
       const double pairs = static_cast<double>(layout->token_to_seq.size()) * topk;
-      for (const Setting& setting : SettingsOf(layout->batch, num_cu, filter.fixed_overhead)) {
+      for (const Setting& setting :
+           SettingsOf(layout->batch, num_cu, filter.fixed_overhead, filter.versus)) {
         if (!MeasureCase(layout->batch, slots, "sparse2048", batch_size, ctx, qlen, pairs, pairs,
                          buffers, num_cu, stream, filter.once, setting, &rows)) {
           return 1;
@@ -501,6 +536,15 @@ int main(int argc, char** argv) {
                      argv[i]);
         return 2;
       }
+    } else if (arg == "--versus" && i + 1 < argc) {
+      filter.versus = argv[++i];
+      if (mlaps::staging::ParseDecodePath(filter.versus) < 0) {
+        std::fprintf(stderr,
+                     "--versus PATH: a MLAPS_MLA_PATH name (auto, mma, wgmma, f16, narrow, "
+                     "f16pv, f16pv-pair), got '%s'\n",
+                     argv[i]);
+        return 2;
+      }
     } else if (arg == "--peer" && i + 1 < argc) {
       filter.peer_json = argv[++i];
     } else if (arg == "--page" && i + 1 < argc) {
@@ -540,7 +584,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: %s [--only DTYPE,H,QLEN,BATCH,CTX | --only DTYPE,sparse] [--once] "
                    "[--page N] [--fixed-overhead N] "
-                   "[--peer flashmla.json]\n",
+                   "[--peer flashmla.json] [--versus PATH]\n",
                    argv[0]);
       return 2;
     }

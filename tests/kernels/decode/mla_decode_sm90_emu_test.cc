@@ -231,6 +231,17 @@ TEST_P(Sm90KernelTest, ManyItemsOnOneBlockKeepTheRingInStep) {
   CheckSm90Case(GetParam(), sim::MakeDecodeCase(batch, 23), plan, "H64 q1 6 items cu1");
 }
 
+TEST_P(Sm90KernelTest, ManyItemsOnOneBlockOfWholePages) {
+  // The same walk on pages of 64 tokens: whole-page blocks by TMA, each item's last partial
+  // block by cp.async, in the order of each item's leader (pair order: the consumer of its
+  // first block, both consumers in turn).
+  const Batch batch =
+      MakeVarlenBatch(Arch::kSm90, DType::kBf16, 64, {560, 64, 129, 1, 300, 65, 256}, 1, 64);
+  const WorkPlan plan = PlanForTest(batch, 1);
+  ASSERT_EQ(plan.num_works(), 7);
+  CheckSm90Case(GetParam(), sim::MakeDecodeCase(batch, 29), plan, "H64 q1 7 items page64 cu1");
+}
+
 TEST_P(Sm90KernelTest, CpRoundRobinW2I16) {
   CheckSm90CpRanks(GetParam(), 16, 2, {2, 75, 40}, 2, 16, 101);
 }

@@ -333,15 +333,16 @@ int LaunchDecodeKernel(const MlaDecodeParams& params, void* stream, bool* merges
     // The kernels that take the kv cache's TMA map: [narrow, f16pv, f16 tiles, f16 tiles without
     // TMA, f16pv in pair order][fp8]. With pages of fewer than 64 tokens no kv block is one TMA
     // load, and the f16-tile kernel built without its TMA path copies them faster (notes.md).
-    // Pair order is a bf16 consumer order: fp8 runs the f16pv kernel there.
+    // Pair order is a bf16 consumer order: fp8 runs the f16pv kernel (row 1) there, so row 4's
+    // fp8 entry is never launched.
     static std::atomic<bool> tma_allowed[5][2] = {
         {false, false}, {false, false}, {false, false}, {false, false}, {false, false}};
     using TmaKernel = void (*)(MlaDecodeParams, mla::TmaMap);
-    const int which = UseNarrow(params)                                           ? 0
-                      : UseF16Pv(params) && params.path == kMlaPathWgmmaF16PvPair ? 4
-                      : UseF16Pv(params)                                          ? 1
-                      : params.page_size >= mla::SmemSm90::kTokens                ? 2
-                                                                                  : 3;
+    const int which = UseNarrow(params)                                                   ? 0
+                      : UseF16Pv(params) && params.path == kMlaPathWgmmaF16PvPair && !fp8 ? 4
+                      : UseF16Pv(params)                                                  ? 1
+                      : params.page_size >= mla::SmemSm90::kTokens                        ? 2
+                                                                                          : 3;
     static constexpr TmaKernel kTmaKernels[5][2] = {
         {mla::sm90_narrow::MlaDecodeSm90NarrowKernel<false>,
          mla::sm90_narrow::MlaDecodeSm90NarrowKernel<true>},

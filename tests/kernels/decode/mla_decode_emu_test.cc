@@ -10,6 +10,7 @@
 #include <limits>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -102,6 +103,23 @@ void CheckCase(const sim::DecodeCase& c, const WorkPlan& plan, const std::string
       ExpectRunMatchesPlan(c.batch, plan, c.Inputs(), options, sim::GatesFor(c.batch.q_dtype), got);
   std::printf("%s: %d items on %d CUs, %d split tiles; vs executor %s\n", name.c_str(),
               plan.num_works(), plan.num_cu, plan.num_reduce_tiles(), check.vs_executor.c_str());
+}
+
+// MLAPS_MLA_PATH's names (the GPU tests and the benchmark, staging::ParseDecodePath): each to
+// its path, unset to auto, anything else to -1 (the launch then rejects the params).
+TEST(MlaDecodeEmuTest, DecodePathNames) {
+  EXPECT_EQ(staging::ParseDecodePath(nullptr), kMlaPathAuto);
+  const std::pair<const char*, int32_t> names[] = {{"auto", kMlaPathAuto},
+                                                   {"mma", kMlaPathMmaSync},
+                                                   {"wgmma", kMlaPathWgmma},
+                                                   {"f16", kMlaPathWgmmaF16},
+                                                   {"narrow", kMlaPathWgmmaNarrow},
+                                                   {"f16pv", kMlaPathWgmmaF16Pv},
+                                                   {"f16pv-pair", kMlaPathWgmmaF16PvPair}};
+  for (const auto& [name, path] : names) EXPECT_EQ(staging::ParseDecodePath(name), path) << name;
+  for (const char* bad : {"", "pair", "f16pv-", "F16PV"}) {
+    EXPECT_EQ(staging::ParseDecodePath(bad), -1) << bad;
+  }
 }
 
 TEST(MlaDecodeEmuTest, Bf16SingleTokenVarlenPaged) {

@@ -14,7 +14,9 @@
 // kernel's consumers.
 //
 // Order and reuse (mbarriers, phases by block sequence number n across items):
-//   full[s][c]   producer -> consumers: chunk c of slot s written;
+//   full[s][c]   producer -> consumers: chunk c of slot s written (by the converters; in
+//                kernels that keep the rows as they landed, a TMA chunk completes it itself,
+//                without the converters' hop);
 //   empty[s][w]  consumer w -> producer: w's reads of the block in slot s done (w = 0 frees
 //                chunks 0-3, w = 1 chunks 4-7, chunk 8 needs both);
 //   empty_chunk[s][c]  (kChunkFree kernels, the bf16 f16pv one) chunk c < 8 of slot s read by
@@ -325,10 +327,16 @@ __device__ __forceinline__ void ConvertChunk(int c, int vtid, uint32_t tile, uin
 // The kv cache row of a block's first token when TMA can load the block (its 64 tokens all
 // visible and inside one page of a valid id), else -1 (cp.async: zeros past e_lim, bad pages
 // reported). The same in every copy thread.
-__device__ __forceinline__ int32_t TmaRowOf(const MlaDecodeParams& p, const Item& it, int blk) {
-  if (p.page_size < SmemSm90::kTokens) return -1;
+// Whether a block is TMA-shaped: its 64 tokens all visible and inside one page (TmaRowOf without
+// the page id, which costs a global load).
+__device__ __forceinline__ bool TmaShaped(const MlaDecodeParams& p, const Item& it, int blk) {
+  if (p.page_size < SmemSm90::kTokens) return false;
   const int64_t j0 = it.begin + static_cast<int64_t>(blk) * SmemSm90::kTokens;
-  if ((j0 & (SmemSm90::kTokens - 1)) != 0 || j0 + SmemSm90::kTokens > it.e_lim) return -1;
+  return (j0 & (SmemSm90::kTokens - 1)) == 0 && j0 + SmemSm90::kTokens <= it.e_lim;
+}
+__device__ __forceinline__ int32_t TmaRowOf(const MlaDecodeParams& p, const Item& it, int blk) {
+  if (!TmaShaped(p, it, blk)) return -1;
+  const int64_t j0 = it.begin + static_cast<int64_t>(blk) * SmemSm90::kTokens;
   const int32_t page = p.kv_indices[it.kv_base + (j0 >> it.log2_page)];
   if (page < 0 || page >= p.num_pages) return -1;
   return page * p.page_size + static_cast<int32_t>(j0 & (p.page_size - 1));
@@ -347,7 +355,8 @@ __device__ __forceinline__ int32_t TmaRowOf(const MlaDecodeParams& p, const Item
 // are refilled as empty_chunk[slot][c] says, chunk 8 once both halves were freed. kLeadOrder:
 // the chunks of every slot in the item's leader's order (the file comment).
 template <bool kFp8, int kQRows, bool kTma, bool kEvictFirst, bool kRaw = false,
-          bool kL2Fill = true, bool kChunkFree = false, bool kLeadOrder = false>
+          bool kL2Fill = true, bool kChunkFree = false, bool kLeadOrder = false,
+          bool kFullByTma = false>
 __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
                              uint32_t seq, uint32_t item, int nblk, const TmaMap* kv_map) {
   using L = SmemSm90;
@@ -371,23 +380,30 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
   // (without kChunkFree, wait_free picks the consumer half by the slot's order).
   static_assert(!kLeadOrder || (Ring::kSlots == 2 && kChunkFree),
                 "the leader's order: a two-slot ring with chunk frees");
+  // The page id of block t + 1 is read at the start of block t, so that its global load's
+  // latency passes during block t's waits (read when needed, with the L2 fill's below, it put
+  // ~1.4 kcycles a block on the producer's path between its last chunk of a block and its first
+  // of the next: the bf16 timeline, notes.md).
+  int32_t next_tma_row = kTma ? TmaRowOf(p, it, 0) : -1;
   for (int t = 0; t < nblk; ++t) {
     const uint32_t n = seq + t;
     const int slot = Ring::SlotOf(n);
+    const int32_t tma_row = kTma ? WarpUniform(next_tma_row) : -1;
+    if (kTma && t + 1 < nblk) next_tma_row = TmaRowOf(p, it, t + 1);
     // ChunkAt's key for this block: the slot, or the item's leader (seq % 2, from the slot: one
     // live register fewer for the producer, which spilled 460 bytes more with seq % 2 kept)
     const int order = kLeadOrder ? slot ^ (t & 1) : slot;
     const int rows_at = Ring::template RowsAt<kFp8>(slot);
     MLAPS_SM90_MARK(5, n);
-    const int32_t tma_row = kTma ? WarpUniform(TmaRowOf(p, it, t)) : -1;
     // The rows' page ids are read before the L2 fill below, whose own reads it waits for.
     const RowSources<kFp8> src =
         tma_row < 0 ? KvRows<kFp8>(p, it, t, ctid, cu) : RowSources<kFp8>{};
     uint8_t* tile = smem + L::kKv + Ring::TileOf(slot);
     // The L2 fill, kSm90PrefetchAhead blocks ahead, of blocks that cp.async will copy (not of
-    // TMA blocks: the bf16 narrow kernel read ~45% more from DRAM with it, notes.md).
+    // TMA-shaped blocks: the bf16 narrow kernel read ~45% more from DRAM with it, notes.md; one
+    // with a bad page, copied as zeros, goes without it too).
     if (kL2Fill && t + kSm90PrefetchAhead < nblk &&
-        (!kTma || WarpUniform(TmaRowOf(p, it, t + kSm90PrefetchAhead)) < 0)) {
+        (!kTma || !WarpUniform(TmaShaped(p, it, t + kSm90PrefetchAhead)))) {
       PrefetchKvBlock<kFp8>(p, it, t + kSm90PrefetchAhead, ctid);
     }
     // Positions 0-3 once their half was freed, then 4-8 (chunk 8 needs both). (A kernel whose
@@ -421,6 +437,7 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
 #pragma unroll
       for (int pos = 0; pos < L::kChunks; ++pos) {
         CpAsyncArrive(bars.Landed(slot, ChunkAt(order, pos)));
+        if (kFullByTma && ctid == 0) MbarArrive(bars.Full(slot, ChunkAt(order, pos)));
       }
       continue;
     }
@@ -433,6 +450,7 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
         wait_free(pos);
         CopyChunks<kFp8, 64, kRaw>(kv_rows, src, order, pos, pos + 1, ctid, tile, rows_at);
         CpAsyncArrive(bars.Landed(slot, ChunkAt(order, pos)));
+        if (kFullByTma && ctid == 0) MbarArrive(bars.Full(slot, ChunkAt(order, pos)));
       }
       continue;
     }
@@ -444,15 +462,20 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
       if (pos == 4) MLAPS_SM90_TRACE_AT(kTraceTma4, n);
       if (pos == 8) MLAPS_SM90_TRACE_AT(kTraceTma8, n);
       const int c = ChunkAt(order, pos);
+      // kFullByTma: the TMA completes full[slot][c] itself (one arrival of this thread's and
+      // the bytes), and landed only tells the converters that the chunk is on its way.
+      const uint32_t tma_bar = kFullByTma ? bars.Full(slot, c) : bars.Landed(slot, c);
       if (ctid == 0) {
 #if defined(MLAPS_SM90_PROBE_SKIP_COPY)
         MbarArrive(bars.Landed(slot, c));  // probe variants only: no kv data moves
+        if (kFullByTma) MbarArrive(tma_bar);
         continue;
 #endif
         constexpr uint32_t kBytes = 64 * 64 * ChunkMap<kFp8>::kElem;
-        MbarArriveExpectTx(bars.Landed(slot, c), kBytes);
+        MbarArriveExpectTx(tma_bar, kBytes);
         TmaLoad2D<kEvictFirst>(SmemAddr(tile) + c * L::kChunk + rows_at, kv_map, 64 * c, tma_row,
-                               bars.Landed(slot, c));
+                               tma_bar);
+        if (kFullByTma) MbarArrive(bars.Landed(slot, c));
       } else {
         MbarArrive(bars.Landed(slot, c));
       }
@@ -517,8 +540,8 @@ __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
                                uint32_t seq, uint32_t item, const TmaMap* kv_map) {
   const int nblk = BlocksOf(it);
   if ((threadIdx.x & (kSm90WgThreads - 1)) < kSm90CopyThreads) {
-    CopyItemSm90<kFp8, kQRows, kTma, kEvictFirst, kFp8 && !kWiden, kL2Fill, kChunkFree, kLeadOrder>(
-        p, it, smem, cu, seq, item, nblk, kv_map);
+    CopyItemSm90<kFp8, kQRows, kTma, kEvictFirst, kFp8 && !kWiden, kL2Fill, kChunkFree, kLeadOrder,
+                 /*kFullByTma=*/kTma && !kWiden>(p, it, smem, cu, seq, item, nblk, kv_map);
   } else {
     ConvertItemSm90<kFp8, kWiden, kQRows, kLeadOrder>(p, smem, cu, seq, item, nblk);
   }
@@ -553,9 +576,12 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
     for (int b = 0; b < SmemSm90::kNumBars; ++b) {
       const bool copy = (b >= SmemSm90::kLanded && b < SmemSm90::kEmpty) || b == SmemSm90::kQLanded;
       const bool convert = b < SmemSm90::kLanded || b == SmemSm90::kQFull;
+      // Blocks that are not widened (kWiden false) complete full[s][c] by the TMA (CopyItemSm90's
+      // kFullByTma): one more arrival, a copy thread's.
+      const bool by_tma = kTma && !kWiden && b < SmemSm90::kLanded;
       MbarInit(bars + 8 * b,
                copy      ? kSm90CopyThreads
-               : convert ? kSm90ConvertThreads
+               : convert ? kSm90ConvertThreads + (by_tma ? 1 : 0)
                : b == SmemSm90::kQEmpty || (b >= SmemSm90::kRowLFull && b < SmemSm90::kScoreStats)
                    ? 2 * kSm90WgThreads
                    : kSm90WgThreads);

@@ -65,15 +65,12 @@ enum MlaMask : int32_t {
 // compact layout, 512 threads). The same function every way.
 enum MlaDecodePath : int32_t {
   kMlaPathAuto = 0,
-  kMlaPathMmaSync = 1,         // the mma.sync kernel for every launch
-  kMlaPathWgmma = 2,           // the 64-row wgmma kernel of the dtype, whatever the tile's rows
-  kMlaPathWgmmaF16 = 3,        // the f16-tile wgmma kernel for bf16 as well (mla_decode_sm90.h)
-  kMlaPathWgmmaNarrow = 4,     // the narrow-tile kernel (tiles of at most 16 rows only)
-  kMlaPathWgmmaF16Pv = 5,      // the 64-row kernel with f16 P V from registers, bf16 and fp8
-                               // (mla_decode_sm90_f16pv.h; bf16 V beyond f16's range reported)
-  kMlaPathWgmmaF16PvPair = 6,  // as kMlaPathWgmmaF16Pv, bf16 kv blocks taken in pairs
-                               // (RunPairConsumer: another consumer order, the same O; fp8
-                               // runs as kMlaPathWgmmaF16Pv)
+  kMlaPathMmaSync = 1,      // the mma.sync kernel for every launch
+  kMlaPathWgmma = 2,        // the 64-row wgmma kernel of the dtype, whatever the tile's rows
+  kMlaPathWgmmaF16 = 3,     // the f16-tile wgmma kernel for bf16 as well (mla_decode_sm90.h)
+  kMlaPathWgmmaNarrow = 4,  // the narrow-tile kernel (tiles of at most 16 rows only)
+  kMlaPathWgmmaF16Pv = 5,   // the 64-row kernel with f16 P V from registers, bf16 and fp8
+                            // (mla_decode_sm90_f16pv.h; bf16 V beyond f16's range reported)
 };
 
 // The status word. The first error any block meets wins (atomic compare-and-swap on code);

@@ -102,13 +102,12 @@ const char* MlaDecodeParamsError(const MlaDecodeParams& p) {
     return "block_threads must be 0, 256 or 512";
   }
   if (p.path != kMlaPathAuto && p.path != kMlaPathMmaSync && p.path != kMlaPathWgmma &&
-      p.path != kMlaPathWgmmaF16 && p.path != kMlaPathWgmmaNarrow && p.path != kMlaPathWgmmaF16Pv &&
-      p.path != kMlaPathWgmmaF16PvPair) {
+      p.path != kMlaPathWgmmaF16 && p.path != kMlaPathWgmmaNarrow && p.path != kMlaPathWgmmaF16Pv) {
     return "path must be kMlaPathAuto, kMlaPathMmaSync, kMlaPathWgmma, kMlaPathWgmmaF16, "
-           "kMlaPathWgmmaNarrow, kMlaPathWgmmaF16Pv or kMlaPathWgmmaF16PvPair";
+           "kMlaPathWgmmaNarrow or kMlaPathWgmmaF16Pv";
   }
   if ((p.path == kMlaPathWgmma || p.path == kMlaPathWgmmaF16 || p.path == kMlaPathWgmmaNarrow ||
-       p.path == kMlaPathWgmmaF16Pv || p.path == kMlaPathWgmmaF16PvPair) &&
+       p.path == kMlaPathWgmmaF16Pv) &&
       (!kMmaPath || p.block_threads == 512)) {
     return "the wgmma paths need the NVIDIA build and the default block threads";
   }
@@ -229,7 +228,7 @@ bool Bf16F16PvPays(const MlaDecodeParams& p) {
 // cp.async gathers the others, e.g. sparse: notes.md), bf16 where Bf16F16PvPays.
 bool UseF16Pv(const MlaDecodeParams& p) {
   if (!kMmaPath) return false;
-  if (p.path == kMlaPathWgmmaF16Pv || p.path == kMlaPathWgmmaF16PvPair) return true;
+  if (p.path == kMlaPathWgmmaF16Pv) return true;
   return p.path == kMlaPathAuto && (p.dtype == kMlaFp8E4m3fn || Bf16F16PvPays(p)) &&
          p.block_threads != 512 && !UseCompact(p) && !UseNarrow(p);
 }
@@ -331,32 +330,27 @@ int LaunchDecodeKernel(const MlaDecodeParams& params, void* stream, bool* merges
   const bool f16_tiles = UseWgmma(params) && UseF16Tiles(params);
   if (UseNarrow(params) || UseF16Pv(params) || f16_tiles) {
     // The kernels that take the kv cache's TMA map: [narrow, f16pv, f16 tiles, f16 tiles without
-    // TMA, f16pv in pair order][fp8]. With pages of fewer than 64 tokens no kv block is one TMA
-    // load, and the f16-tile kernel built without its TMA path copies them faster (notes.md).
-    // Pair order is a bf16 consumer order: fp8 runs the f16pv kernel (row 1) there, so row 4's
-    // fp8 entry is never launched.
-    static std::atomic<bool> tma_allowed[5][2] = {
-        {false, false}, {false, false}, {false, false}, {false, false}, {false, false}};
+    // TMA][fp8]. With pages of fewer than 64 tokens no kv block is one TMA load, and the
+    // f16-tile kernel built without its TMA path copies them faster (notes.md).
+    static std::atomic<bool> tma_allowed[4][2] = {
+        {false, false}, {false, false}, {false, false}, {false, false}};
     using TmaKernel = void (*)(MlaDecodeParams, mla::TmaMap);
-    const int which = UseNarrow(params)                                                   ? 0
-                      : UseF16Pv(params) && params.path == kMlaPathWgmmaF16PvPair && !fp8 ? 4
-                      : UseF16Pv(params)                                                  ? 1
-                      : params.page_size >= mla::SmemSm90::kTokens                        ? 2
-                                                                                          : 3;
-    static constexpr TmaKernel kTmaKernels[5][2] = {
+    const int which = UseNarrow(params)                            ? 0
+                      : UseF16Pv(params)                           ? 1
+                      : params.page_size >= mla::SmemSm90::kTokens ? 2
+                                                                   : 3;
+    static constexpr TmaKernel kTmaKernels[4][2] = {
         {mla::sm90_narrow::MlaDecodeSm90NarrowKernel<false>,
          mla::sm90_narrow::MlaDecodeSm90NarrowKernel<true>},
         {mla::sm90_f16pv::MlaDecodeSm90F16PvKernel<false>,
          mla::sm90_f16pv::MlaDecodeSm90F16PvKernel<true>},
         {mla::MlaDecodeSm90Kernel<false, true>, mla::MlaDecodeSm90Kernel<true, true>},
-        {mla::MlaDecodeSm90Kernel<false, false>, mla::MlaDecodeSm90Kernel<true, false>},
-        {mla::sm90_f16pv::MlaDecodeSm90F16PvKernel<false, true>,
-         mla::sm90_f16pv::MlaDecodeSm90F16PvKernel<true>}};
+        {mla::MlaDecodeSm90Kernel<false, false>, mla::MlaDecodeSm90Kernel<true, false>}};
     const TmaKernel kernel = kTmaKernels[which][fp8];
     mla::TmaMap kv_map;
     // The narrow and f16 P V kernels keep e4m3 rows raw (fp8 wgmma for S); the f16-tile one
     // widens them.
-    const bool raw_e4m3 = which <= 1 || which == 4;
+    const bool raw_e4m3 = which <= 1;
     if (const hipError_t e = EncodeKvMap(params, raw_e4m3, &kv_map); e != hipSuccess) return e;
     if (!tma_allowed[which][fp8].load(std::memory_order_acquire)) {
       const hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(kernel),

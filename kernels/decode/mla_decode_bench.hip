@@ -541,7 +541,7 @@ int main(int argc, char** argv) {
       if (mlaps::staging::ParseDecodePath(filter.versus) < 0) {
         std::fprintf(stderr,
                      "--versus PATH: a MLAPS_MLA_PATH name (auto, mma, wgmma, f16, narrow, "
-                     "f16pv, f16pv-pair), got '%s'\n",
+                     "f16pv), got '%s'\n",
                      argv[i]);
         return 2;
       }

@@ -43,9 +43,6 @@
 //                before it waits for the other's statistics, so that S runs during the other's
 //                softmax;
 //   producer     (warpgroup 2) Q and the kv blocks (mla_decode_sm90_producer.h).
-// kMlaPathWgmmaF16PvPair runs bf16 in another order (RunPairConsumer): kv blocks in pairs,
-// each consumer's softmax of its block of the pair before its P V of the other's, so that no
-// softmax waits behind a P V; the same steps, handoffs and O.
 // (A fourth warpgroup that runs every S and softmax while two others run P V compiles to
 // serialized wgmmas: 512 threads leave 128 registers a thread at entry, and ptxas reports
 // C7512, "insufficient register resources", whatever the setmaxnreg split; notes.md.)
@@ -104,11 +101,10 @@ __device__ __forceinline__ uint32_t RawPTile(uint32_t base, uint32_t n) {
 // ---- Tile math -------------------------------------------------------------------------------
 
 // bf16: S = Q K^T for the block in `slot` (sequence number n), issued as one commit group: 9
-// chunks in the production order (ChunkAt(order, .): order is the slot, or in pair order the
-// item's leader), waiting for each, x 4 k16 steps of 32 bytes inside the swizzled 128-byte rows,
-// on the bf16 operands as they landed.
+// chunks in the production order (ChunkAt), waiting for each, x 4 k16 steps of 32 bytes inside
+// the swizzled 128-byte rows, on the bf16 operands as they landed.
 __device__ __forceinline__ void IssueBf16Scores(const Sm90Bars& bars, uint32_t base, int slot,
-                                                int order, uint32_t n, float (&s)[32]) {
+                                                uint32_t n, float (&s)[32]) {
   const uint32_t kv = base + L::kKv + slot * L::kTile;
 #pragma unroll
   for (int e = 0; e < 32; ++e) s[e] = 0.0f;
@@ -122,7 +118,7 @@ __device__ __forceinline__ void IssueBf16Scores(const Sm90Bars& bars, uint32_t b
   WgmmaFence();
 #pragma unroll 1
   for (int pos = 0; pos < L::kChunks; ++pos) {
-    const int c = ChunkAt(order, pos);
+    const int c = ChunkAt(slot, pos);
     if (!landed) MbarWait(bars.Full(slot, c), (n >> 1) & 1);
     const uint64_t a0 = MatrixDesc(base + L::kQ + c * L::kChunk, 16, 1024, kSwizzle128B);
     const uint64_t b0 = MatrixDesc(kv + c * L::kChunk, 16, 1024, kSwizzle128B);
@@ -612,7 +608,7 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
     if constexpr (kFp8) {
       RawScores(at.bars, at.base, RawRows(at.base, slot), slot, parity_of(n), s);
     } else {
-      IssueBf16Scores(at.bars, at.base, slot, slot, n, s);
+      IssueBf16Scores(at.bars, at.base, slot, n, s);
       MLAPS_SM90_TRACE_AT(kTraceSIssued, n);
       WgmmaWait<0>();
       PinAccumulators(s);
@@ -667,7 +663,7 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
           take_stats();
         } else {
           MLAPS_SM90_TRACE_AT(kTraceSStart, n + 1);
-          IssueBf16Scores(at.bars, at.base, slot_of(n + 1), slot_of(n + 1), n + 1, s);
+          IssueBf16Scores(at.bars, at.base, slot_of(n + 1), n + 1, s);
           MLAPS_SM90_TRACE_AT(kTraceSIssued, n + 1);
           take_stats();
           WgmmaWait<0>();
@@ -704,103 +700,14 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
   return nblk;
 }
 
-// bf16 in pair order (kMlaPathWgmmaF16PvPair): consumer w's part of one item. The item's kv
-// blocks go in pairs (i, i + 1), i even (item-relative); block i belongs to the item's leader
-// (the consumer of its first block, seq % 2), i + 1 to the follower. For each pair, each
-// consumer runs the softmax of its own block, then its P V of block i, then of i + 1, then the
-// S of its next own block (i + 2 or i + 3): the leader waits for the follower's statistics of
-// i + 1 between its two P V, the follower for the leader's of i before its softmax (which needs
-// that running max). So neither softmax waits behind a P V of the other's block (in RunConsumer
-// the non-owner's P V of n precedes its softmax of n + 1), and the leader's P V of its own
-// block, first in the pair, frees its half of that slot early: the producer fills every slot
-// of the item in the leader's order (kLeadOrder), so the leader's next S starts on that half.
-// Each P V rescales O^T by its block's factors first, so both run in block order on O^T that
-// is relative to the block before's running max, as in RunConsumer. Returns the item's kv
-// blocks.
-//
-// Handoffs as in RunConsumer (score_stats, kRowM, kPvAlpha, kPvMoved, the P^T in the slot's
-// rope chunk, empty / empty_chunk), each block's statistics taken once by its non-owner. Their
-// reuse: the owner of n publishes n + 2 only after it took the other's n + 1, which the other
-// published after it took n (score_stats, two blocks on; kRowM, rewritten by each softmax
-// after its writer's own TakeStats); the other reads block n's factors (kPvAlpha[n % 4],
-// kPvMoved) up to its P V of n, before it publishes n + 3, which the owner takes before its
-// softmax of n + 4 rewrites them.
-__device__ inline int RunPairConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* smem,
-                                      uint32_t seq, uint32_t item, int w) {
-  const F16PvPlace at = PlaceOf(smem);
-  const int nblk = BlocksOf(it);
-  const float scale_log2 = p.sm_scale * p.q_scale * p.kv_scale * kLog2e;
-  float o[4][32], s[32], m[2], l[2];
-  int32_t vend[2];
-  StartItem(p, it, at, o, m, l, vend);
-  const int lead = static_cast<int>(seq & 1);
-  const bool leader = WarpUniform(w == lead);
-  const int first_own = leader ? 0 : 1;  // our first block (item-relative)
-  // S of our block i into s, retired on return; our last S of the item releases the Q tile.
-  auto scores = [&](int i) {
-    const uint32_t n = seq + i;
-    MLAPS_SM90_TRACE_AT(kTraceSStart, n);
-    IssueBf16Scores(at.bars, at.base, static_cast<int>(n & 1), lead, n, s);
-    MLAPS_SM90_TRACE_AT(kTraceSIssued, n);
-    WgmmaWait<0>();
-    PinAccumulators(s);
-    MLAPS_SM90_TRACE_AT(kTraceSRetired, n);
-    if (i + 2 >= nblk) MbarArrive(at.bars.QEmpty());
-  };
-  // The other's statistics of its block i (running max, our row sums rescaled), and our half of
-  // that block's V (the owner's S waited for it; our own wait orders our reads of it).
-  auto take_stats = [&](int i) {
-    const uint32_t n = seq + i;
-    TakeStats(at, n, static_cast<int>(n & 1), (n >> 1) & 1, w, m, l);
-  };
-  // Our P V of block i: O^T rescaled by its factors, then O^T += V^T P^T over our half.
-  auto pv = [&](int i) {
-    const uint32_t n = seq + i;
-    const int slot = static_cast<int>(n & 1);
-    const uint32_t kv = at.base + L::kKv + slot * L::kTile;
-    MLAPS_SM90_TRACE_AT(kTracePv, n);
-    uint32_t vt_first[4][4];
-    LoadBf16VtTile(kv, w, 0, at.wtid, vt_first);  // beside the rescale's flag loads
-    RescaleO(at, o, n);
-    Bf16PvT(at.bars, kv, slot, w, at.wtid, o, vt_first);
-    MbarArrive(at.bars.Empty(slot, w));
-    MLAPS_SM90_TRACE_AT(kTracePvEnd, n);
-  };
-  MbarWait(at.bars.QFull(), item & 1);
-  if (first_own >= nblk) MbarArrive(at.bars.QEmpty());
-    // One pass over the blocks in P V order, one call site of each step (two P V sites spill:
-    // notes.md, session 26), S and softmax of our block of a pair together at the pair's first
-    // block (so that S's accumulators are not live across a P V): block k's statistics when it is
-    // the other's, then our P V of k.
-#pragma unroll 1
-  for (int k = 0; k < nblk; ++k) {
-    const int own = (k & ~1) + first_own;  // our block of k's pair
-    const bool own_step = WarpUniform((k & 1) == 0 && own < nblk);
-    if (own_step) scores(own);
-    if (WarpUniform((k & 1) != first_own)) take_stats(k);
-    if (own_step) {
-      const uint32_t n = seq + own;
-      MLAPS_SM90_TRACE_AT(kTraceSoftmax, n);
-      Softmax<false>(at, s, m, l, vend, own, n, scale_log2,
-                     at.base + L::kKv + (n & 1) * L::kTile + 8 * L::kChunk, [] {});
-      MLAPS_SM90_TRACE_AT(kTraceSoftmaxEnd, n);
-      NamedBarrierSync(2 + w, kSm90WgThreads);  // all of P and the factors written
-    }
-    pv(k);
-  }
-  FinishItem<false>(p, it, at, o, m, l, item, w);
-  return nblk;
-}
-
 #endif  // __CUDA_ARCH__ || MLAPS_HOST_EMULATION
 
 // The 64-row sm90 decode kernel with f16 P V from registers (bf16, or fp8 e4m3fn widened to f16
 // by the producer); kv_map: the kv cache's TMA map (TmaMap; the launch encodes it). Its body
 // exists in the NVIDIA device pass and the CPU emulation only.
-template <bool kFp8, bool kPairOrder = false>
+template <bool kFp8>
 __global__ void __launch_bounds__(kF16PvThreads, 1)
     MlaDecodeSm90F16PvKernel(const MlaDecodeParams p, const MLAPS_GRID_CONSTANT TmaMap kv_map) {
-  static_assert(!(kFp8 && kPairOrder), "pair order: bf16 only");
 #if defined(__CUDA_ARCH__) || defined(MLAPS_HOST_EMULATION)
   // Both consumers run one instance of their code (half the hot code for the instruction
   // caches: two instances missed them, notes.md). fp8 consumers keep a P V k step in flight
@@ -812,14 +719,9 @@ __global__ void __launch_bounds__(kF16PvThreads, 1)
   // (kChunkFree, Bf16PvT).
   constexpr int kConsumerRegs = kFp8 ? 240 : kSm90ConsumerRegs;
   RunSm90Block<kFp8, /*kWiden=*/false, SmemSm90::kRows, /*kTma=*/true, /*kOneConsumerCode=*/true,
-               /*kEvictFirst=*/true, kConsumerRegs, /*kL2Fill=*/!kFp8, /*kChunkFree=*/!kFp8,
-               /*kLeadOrder=*/kPairOrder>(
+               /*kEvictFirst=*/true, kConsumerRegs, /*kL2Fill=*/!kFp8, /*kChunkFree=*/!kFp8>(
       p, &kv_map, [&](int w, const Item& it, uint8_t* smem, uint32_t seq, uint32_t item) {
-        if constexpr (kPairOrder) {
-          return RunPairConsumer(p, it, smem, seq, item, w);
-        } else {
-          return RunConsumer<kFp8>(p, it, smem, seq, item, w);
-        }
+        return RunConsumer<kFp8>(p, it, smem, seq, item, w);
       });
 #endif
 }

@@ -125,10 +125,12 @@ enum Sm90TraceTag : int {
   kTraceSoftmaxEnd = 7,  // ... and has published
   kTracePv = 8,          // its P V of n starts
   kTracePvEnd = 9,       // ... and has retired
+  kTraceBlockTop = 10,   // the producer's copy threads reach block n (before its page id)
   kTraceCopy = 11,       // the producer starts block n
   kTraceTma0 = 12,       // its TMA of production positions 0, 4 and 8 issued
   kTraceTma4 = 13,
   kTraceTma8 = 14,
+  kTraceTma8Issued = 15,  // its TMA of position 8 has been issued
 };
 #if defined(MLAPS_SM90_TRACE) && defined(__CUDACC__)
 __device__ unsigned int g_sm90_trace[kSm90TraceCtas][kSm90TraceRoles][kSm90TraceBlocks]

@@ -14,9 +14,7 @@
 // kernel's consumers.
 //
 // Order and reuse (mbarriers, phases by block sequence number n across items):
-//   full[s][c]   producer -> consumers: chunk c of slot s written (by the converters; in
-//                kernels that keep the rows as they landed, a TMA chunk completes it itself,
-//                without the converters' hop);
+//   full[s][c]   producer -> consumers: chunk c of slot s written;
 //   empty[s][w]  consumer w -> producer: w's reads of the block in slot s done (w = 0 frees
 //                chunks 0-3, w = 1 chunks 4-7, chunk 8 needs both);
 //   empty_chunk[s][c]  (kChunkFree kernels, the bf16 f16pv one) chunk c < 8 of slot s read by
@@ -27,9 +25,7 @@
 //                each item completes one phase of each (q_landed too), with or without kv
 //                blocks.
 // The producer fills slot 0 in chunk order 0-3, 4-7, 8 and slot 1 in 4-7, 0-3, 8, the order in
-// which the two consumers free them (ChunkAt); with kLeadOrder (kernels whose consumers take
-// kv blocks in pairs, the leader's half freed first in both slots) every slot of an item in the
-// order of its leader, the consumer that owns its first block (ChunkAt(seq % 2, .)).
+// which the two consumers free them (ChunkAt).
 #ifndef MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_PRODUCER_H_
 #define MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_PRODUCER_H_
 
@@ -210,16 +206,16 @@ __device__ __forceinline__ uint32_t RowUnitAt(int row, int unit, int raw_at) {
                 : ChunkMap<kFp8>::kStaging + row * 64 + unit * 16;
 }
 
-// Copy thread `ctid`'s cp.async of the chunks at positions [pos0, pos1) (ChunkAt(order, .)) of a
+// Copy thread `ctid`'s cp.async of the chunks at positions [pos0, pos1) (ChunkAt(slot, .)) of a
 // tile at `tile` from `src` rows of `rows`: bf16 units to their swizzled place, e4m3 units to
 // the chunk's staging half (kRaw: 64-byte swizzled rows at `raw_at` in the chunk, RawUnit); the
 // tile's first kRows rows only. Row by row, so one source address is live at a time.
 template <bool kFp8, int kRows = 64, bool kRaw = false>
 __device__ __forceinline__ void CopyChunks(const uint8_t* rows, const RowSources<kFp8>& src,
-                                           int order, int pos0, int pos1, int ctid, uint8_t* tile,
+                                           int slot, int pos0, int pos1, int ctid, uint8_t* tile,
                                            int raw_at = ChunkMap<kFp8>::kStaging) {
 #if defined(MLAPS_SM90_PROBE_SKIP_COPY)
-  if (order >= 0) return;  // (every call: Q too)
+  if (slot >= 0) return;  // (every call: Q too)
 #endif
   using M = ChunkMap<kFp8>;
   static_assert(kRows % M::kRowStep == 0 && kRows <= 64, "whole row steps of the tile");
@@ -233,7 +229,7 @@ __device__ __forceinline__ void CopyChunks(const uint8_t* rows, const RowSources
     uint8_t* to = tile + RowUnitAt<kFp8, kRaw>(row, unit, raw_at);
 #pragma unroll
     for (int pos = pos0; pos < pos1; ++pos) {
-      const int c = ChunkAt(order, pos);
+      const int c = ChunkAt(slot, pos);
       CpAsync16(to + c * SmemSm90::kChunk, valid ? from + c * 64 * M::kElem : rows, valid);
     }
   }
@@ -352,11 +348,9 @@ __device__ __forceinline__ int32_t TmaRowOf(const MlaDecodeParams& p, const Item
 // a block of gathered rows (no TMA) is copied whole once its slot is free (CopyBlockRows).
 // kL2Fill: the L2 fill ahead of the cp.async blocks (PrefetchKvBlock). kChunkFree (a two-slot
 // ring whose consumers free each V chunk once they read it, the bf16 f16pv kernel): chunks 0-7
-// are refilled as empty_chunk[slot][c] says, chunk 8 once both halves were freed. kLeadOrder:
-// the chunks of every slot in the item's leader's order (the file comment).
+// are refilled as empty_chunk[slot][c] says, chunk 8 once both halves were freed.
 template <bool kFp8, int kQRows, bool kTma, bool kEvictFirst, bool kRaw = false,
-          bool kL2Fill = true, bool kChunkFree = false, bool kLeadOrder = false,
-          bool kFullByTma = false>
+          bool kL2Fill = true, bool kChunkFree = false, bool kPageIdAhead = false>
 __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
                              uint32_t seq, uint32_t item, int nblk, const TmaMap* kv_map) {
   using L = SmemSm90;
@@ -376,23 +370,20 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
                                  smem + L::kQ, kRaw ? kRawQAt : ChunkMap<kFp8>::kStaging);
   CpAsyncArrive(bars.QLanded());
   using Ring = KvRing<kRaw>;
-  // The leader's order: a two-slot ring (the order key below) whose chunks are freed one by one
-  // (without kChunkFree, wait_free picks the consumer half by the slot's order).
-  static_assert(!kLeadOrder || (Ring::kSlots == 2 && kChunkFree),
-                "the leader's order: a two-slot ring with chunk frees");
-  // The page id of block t + 1 is read at the start of block t, so that its global load's
-  // latency passes during block t's waits (read when needed, with the L2 fill's below, it put
-  // ~1.4 kcycles a block on the producer's path between its last chunk of a block and its first
-  // of the next: the bf16 timeline, notes.md).
-  int32_t next_tma_row = kTma ? TmaRowOf(p, it, 0) : -1;
+  // kPageIdAhead: the page id of block t + 1 is read at the start of block t, so that its global
+  // load's latency passes during block t's waits instead of after its last chunk.
+  int32_t next_tma_row = kTma && kPageIdAhead ? TmaRowOf(p, it, 0) : -1;
   for (int t = 0; t < nblk; ++t) {
     const uint32_t n = seq + t;
     const int slot = Ring::SlotOf(n);
-    const int32_t tma_row = kTma ? WarpUniform(next_tma_row) : -1;
-    if (kTma && t + 1 < nblk) next_tma_row = TmaRowOf(p, it, t + 1);
-    // ChunkAt's key for this block: the slot, or the item's leader (seq % 2, from the slot: one
-    // live register fewer for the producer, which spilled 460 bytes more with seq % 2 kept)
-    const int order = kLeadOrder ? slot ^ (t & 1) : slot;
+    MLAPS_SM90_TRACE_AT(kTraceBlockTop, n);
+    int32_t tma_row = -1;
+    if constexpr (kTma && kPageIdAhead) {
+      tma_row = WarpUniform(next_tma_row);
+      if (t + 1 < nblk) next_tma_row = TmaRowOf(p, it, t + 1);
+    } else if constexpr (kTma) {
+      tma_row = WarpUniform(TmaRowOf(p, it, t));
+    }
     const int rows_at = Ring::template RowsAt<kFp8>(slot);
     MLAPS_SM90_MARK(5, n);
     // The rows' page ids are read before the L2 fill below, whose own reads it waits for.
@@ -411,7 +402,7 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
     auto wait_free = [&](int pos) {
       if constexpr (kChunkFree) {
         static_assert(!kRaw && Ring::kSlots == 2, "chunk frees: the two-slot ring");
-        const int c = ChunkAt(order, pos);
+        const int c = ChunkAt(slot, pos);
         if (n >= Ring::kSlots && c < 8) {
           MLAPS_SM90_TIMED(9, MbarWait(bars.EmptyChunk(slot, c), Ring::ParityOf(n) ^ 1));
         } else if (n >= Ring::kSlots) {
@@ -436,8 +427,7 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
       CopyBlockRows<kFp8, kRaw>(kv_rows, src, ctid, tile, rows_at);
 #pragma unroll
       for (int pos = 0; pos < L::kChunks; ++pos) {
-        CpAsyncArrive(bars.Landed(slot, ChunkAt(order, pos)));
-        if (kFullByTma && ctid == 0) MbarArrive(bars.Full(slot, ChunkAt(order, pos)));
+        CpAsyncArrive(bars.Landed(slot, ChunkAt(slot, pos)));
       }
       continue;
     }
@@ -448,9 +438,8 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
 #pragma unroll
       for (int pos = 0; pos < L::kChunks; ++pos) {
         wait_free(pos);
-        CopyChunks<kFp8, 64, kRaw>(kv_rows, src, order, pos, pos + 1, ctid, tile, rows_at);
-        CpAsyncArrive(bars.Landed(slot, ChunkAt(order, pos)));
-        if (kFullByTma && ctid == 0) MbarArrive(bars.Full(slot, ChunkAt(order, pos)));
+        CopyChunks<kFp8, 64, kRaw>(kv_rows, src, slot, pos, pos + 1, ctid, tile, rows_at);
+        CpAsyncArrive(bars.Landed(slot, ChunkAt(slot, pos)));
       }
       continue;
     }
@@ -461,21 +450,17 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
       if (pos == 0) MLAPS_SM90_TRACE_AT(kTraceTma0, n);
       if (pos == 4) MLAPS_SM90_TRACE_AT(kTraceTma4, n);
       if (pos == 8) MLAPS_SM90_TRACE_AT(kTraceTma8, n);
-      const int c = ChunkAt(order, pos);
-      // kFullByTma: the TMA completes full[slot][c] itself (one arrival of this thread's and
-      // the bytes), and landed only tells the converters that the chunk is on its way.
-      const uint32_t tma_bar = kFullByTma ? bars.Full(slot, c) : bars.Landed(slot, c);
+      const int c = ChunkAt(slot, pos);
       if (ctid == 0) {
 #if defined(MLAPS_SM90_PROBE_SKIP_COPY)
         MbarArrive(bars.Landed(slot, c));  // probe variants only: no kv data moves
-        if (kFullByTma) MbarArrive(tma_bar);
         continue;
 #endif
         constexpr uint32_t kBytes = 64 * 64 * ChunkMap<kFp8>::kElem;
-        MbarArriveExpectTx(tma_bar, kBytes);
+        MbarArriveExpectTx(bars.Landed(slot, c), kBytes);
         TmaLoad2D<kEvictFirst>(SmemAddr(tile) + c * L::kChunk + rows_at, kv_map, 64 * c, tma_row,
-                               tma_bar);
-        if (kFullByTma) MbarArrive(bars.Landed(slot, c));
+                               bars.Landed(slot, c));
+        if (pos == 8) MLAPS_SM90_TRACE_AT(kTraceTma8Issued, n);
       } else {
         MbarArrive(bars.Landed(slot, c));
       }
@@ -484,9 +469,8 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
 }
 
 // The converter threads' part of one item: each landed chunk to f16 (kWiden; else left as it
-// landed; Q's first kQRows rows), then published (full), in the copy threads' order
-// (kLeadOrder: CopyItemSm90).
-template <bool kFp8, bool kWiden, int kQRows, bool kLeadOrder = false>
+// landed; Q's first kQRows rows), then published (full), in the copy threads' order.
+template <bool kFp8, bool kWiden, int kQRows>
 __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu, uint32_t seq,
                                 uint32_t item, int nblk) {
   using L = SmemSm90;
@@ -514,10 +498,9 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
   for (int t = 0; t < nblk; ++t) {
     const uint32_t n = seq + t;
     const int slot = Ring::SlotOf(n);
-    const int order = kLeadOrder ? slot ^ (t & 1) : slot;  // seq % 2 (the item's leader)
 #pragma unroll 1
     for (int pos = 0; pos < L::kChunks; ++pos) {
-      const int c = ChunkAt(order, pos);
+      const int c = ChunkAt(slot, pos);
       MLAPS_SM90_TIMED(11, MbarWait(bars.Landed(slot, c), Ring::ParityOf(n)));
       if (kWiden) {
         MLAPS_SM90_TIMED(12,
@@ -535,15 +518,17 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
 
 // The producer's part of one item (copy or convert, by thread). Returns the item's kv blocks.
 template <bool kFp8, bool kWiden, int kQRows, bool kTma, bool kEvictFirst, bool kL2Fill,
-          bool kChunkFree, bool kLeadOrder>
+          bool kChunkFree>
 __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
                                uint32_t seq, uint32_t item, const TmaMap* kv_map) {
   const int nblk = BlocksOf(it);
   if ((threadIdx.x & (kSm90WgThreads - 1)) < kSm90CopyThreads) {
-    CopyItemSm90<kFp8, kQRows, kTma, kEvictFirst, kFp8 && !kWiden, kL2Fill, kChunkFree, kLeadOrder,
-                 /*kFullByTma=*/kTma && !kWiden>(p, it, smem, cu, seq, item, nblk, kv_map);
+    // The page id a block ahead where it was measured faster: the bf16 f16pv kernel (kChunkFree,
+    // 1-2%); the narrow bf16 kernel ran 1.5% slower with it, fp8 f16pv (128,2) 1% (notes.md).
+    CopyItemSm90<kFp8, kQRows, kTma, kEvictFirst, kFp8 && !kWiden, kL2Fill, kChunkFree,
+                 /*kPageIdAhead=*/kChunkFree>(p, it, smem, cu, seq, item, nblk, kv_map);
   } else {
-    ConvertItemSm90<kFp8, kWiden, kQRows, kLeadOrder>(p, smem, cu, seq, item, nblk);
+    ConvertItemSm90<kFp8, kWiden, kQRows>(p, smem, cu, seq, item, nblk);
   }
   return nblk;
 }
@@ -556,11 +541,10 @@ __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
 // `run_consumer(w, ...)` with the warpgroup's index as a warp-uniform int (half the hot code
 // for the instruction caches); kEvictFirst: the TMA loads' L2 hint, kL2Fill: the L2 fill of
 // cp.async blocks (CopyItemSm90); kConsumerRegs: the consumers' setmaxnreg count; kChunkFree:
-// the consumers free each V chunk of a two-slot ring on its own (CopyItemSm90); kLeadOrder:
-// every slot of an item produced in its leader's chunk order (CopyItemSm90).
+// the consumers free each V chunk of a two-slot ring on its own (CopyItemSm90).
 template <bool kFp8, bool kWiden, int kMaxRows, bool kTma, bool kOneConsumerCode = false,
           bool kEvictFirst = false, int kConsumerRegs = kSm90ConsumerRegs, bool kL2Fill = true,
-          bool kChunkFree = false, bool kLeadOrder = false, class RunConsumer>
+          bool kChunkFree = false, class RunConsumer>
 __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const TmaMap* kv_map,
                                              RunConsumer&& run_consumer) {
   constexpr int kProducerRegs = Sm90ProducerRegs(kConsumerRegs);
@@ -576,12 +560,9 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
     for (int b = 0; b < SmemSm90::kNumBars; ++b) {
       const bool copy = (b >= SmemSm90::kLanded && b < SmemSm90::kEmpty) || b == SmemSm90::kQLanded;
       const bool convert = b < SmemSm90::kLanded || b == SmemSm90::kQFull;
-      // Blocks that are not widened (kWiden false) complete full[s][c] by the TMA (CopyItemSm90's
-      // kFullByTma): one more arrival, a copy thread's.
-      const bool by_tma = kTma && !kWiden && b < SmemSm90::kLanded;
       MbarInit(bars + 8 * b,
                copy      ? kSm90CopyThreads
-               : convert ? kSm90ConvertThreads + (by_tma ? 1 : 0)
+               : convert ? kSm90ConvertThreads
                : b == SmemSm90::kQEmpty || (b >= SmemSm90::kRowLFull && b < SmemSm90::kScoreStats)
                    ? 2 * kSm90WgThreads
                    : kSm90WgThreads);
@@ -597,8 +578,8 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
 #endif
     MLAPS_SM90_MARK(8, 0);
     WalkItems</*kRecord=*/false>(p, kMaxRows, [&](const Item& it, int cu) {
-      seq += RunProducerSm90<kFp8, kWiden, kMaxRows, kTma, kEvictFirst, kL2Fill, kChunkFree,
-                             kLeadOrder>(p, it, smem, cu, seq, item, kv_map);
+      seq += RunProducerSm90<kFp8, kWiden, kMaxRows, kTma, kEvictFirst, kL2Fill, kChunkFree>(
+          p, it, smem, cu, seq, item, kv_map);
       ++item;
     });
     MLAPS_SM90_MARK(9, item);

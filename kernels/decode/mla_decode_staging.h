@@ -186,11 +186,9 @@ inline MlaReduceParams ReduceParamsFor(const Batch& batch, const WorkPlan& plan,
   return r;
 }
 
-// Rows of the partial buffers the kernels may use for `plan` (at least 1, so that the
-// buffers exist).
-// The decode path named by `text` ("auto", "mma", "wgmma", "f16", "narrow", "f16pv" or
-// "f16pv-pair"; nullptr: auto), e.g. the MLAPS_MLA_PATH variable the GPU tests and the benchmark
-// read; -1 for anything else.
+// The decode path named by `text` ("auto", "mma", "wgmma", "f16", "narrow" or "f16pv"; nullptr:
+// auto), e.g. the MLAPS_MLA_PATH variable the GPU tests and the benchmark read; -1 for anything
+// else.
 inline int32_t ParseDecodePath(const char* text) {
   if (text == nullptr || std::strcmp(text, "auto") == 0) return kMlaPathAuto;
   if (std::strcmp(text, "mma") == 0) return kMlaPathMmaSync;
@@ -198,10 +196,11 @@ inline int32_t ParseDecodePath(const char* text) {
   if (std::strcmp(text, "f16") == 0) return kMlaPathWgmmaF16;
   if (std::strcmp(text, "narrow") == 0) return kMlaPathWgmmaNarrow;
   if (std::strcmp(text, "f16pv") == 0) return kMlaPathWgmmaF16Pv;
-  if (std::strcmp(text, "f16pv-pair") == 0) return kMlaPathWgmmaF16PvPair;
   return -1;
 }
 
+// Rows of the partial buffers the kernels may use for `plan` (at least 1, so that the
+// buffers exist).
 inline int64_t PartialRowsFor(const WorkPlan& plan) {
   int64_t needed = plan.num_partial_rows;
   for (const WorkInfo& w : plan.work_info) {

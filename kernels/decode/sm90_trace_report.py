@@ -9,14 +9,15 @@ Times are SM clock cycles / 1000 from the block's first event. Warpgroups: A and
 consumers, P the producer. Events (tag, Sm90TraceTag in mla_decode_sm90_probe.h): S0 a consumer starts the S of kv block n (1), Siss its
 last wgmma issued (2), Sret retired (3); st0 / st1 the wait for the other's statistics of n
 (4, 5); sm0 / sm1 its softmax of n (6, 7); pv0 / pv1 its P V of n (8, 9); P the producer starts
-block n (11), c0 / c4 / c8 its TMA of production positions 0 / 4 / 8 issued (12-14). Then the
+block n (11) after reaching it (top, 10), c0 / c4 / c8 its TMA of production positions 0 / 4 / 8
+issued (12-14; c8 before the issue, c8i after it, 15). Then the
 means over blocks 10-119 of each consumer's phases, and the period a kv block."""
 import array
 import sys
 
 CTAS, ROLES, BLOCKS, TAGS = 4, 3, 512, 16
 NAMES = {1: "S0", 2: "Siss", 3: "Sret", 4: "st0", 5: "st1", 6: "sm0", 7: "sm1", 8: "pv0",
-         9: "pv1", 11: "P", 12: "c0", 13: "c4", 14: "c8"}
+         9: "pv1", 10: "top", 11: "P", 12: "c0", 13: "c4", 14: "c8", 15: "c8i"}
 
 
 def main(argv):

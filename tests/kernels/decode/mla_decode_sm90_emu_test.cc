@@ -86,33 +86,18 @@ constexpr testing::Sm90KernelUnderTest kF16Pv{mla::sm90_f16pv::kF16PvThreads, ml
                                               mla::SmemSm90::kTokens, kMlaPathWgmmaF16Pv,
                                               &F16PvBody};
 
-// The f16 P V kernel with its bf16 consumers in pair order (RunPairConsumer, the producer in
-// the item leader's chunk order): bf16 only.
-void F16PvPairBody(const MlaDecodeParams& p, bool fp8) {
-  if (fp8) {
-    ADD_FAILURE() << "pair order runs bf16 only";
-    return;
-  }
-  mla::sm90_f16pv::MlaDecodeSm90F16PvKernel<false, true>(p, testing::KvTmaMap(p, false, true));
-}
-constexpr testing::Sm90KernelUnderTest kF16PvPair{mla::sm90_f16pv::kF16PvThreads,
-                                                  mla::SmemSm90::kBytes, mla::SmemSm90::kTokens,
-                                                  kMlaPathWgmmaF16PvPair, &F16PvPairBody};
-
 std::string KernelName(const ::testing::TestParamInfo<testing::Sm90KernelUnderTest>& info) {
-  return info.param.path == kMlaPathWgmmaF16         ? "F16Tile"
-         : info.param.path == kMlaPathWgmmaF16Pv     ? "F16Pv"
-         : info.param.path == kMlaPathWgmmaF16PvPair ? "F16PvPair"
-                                                     : "Bf16HiLo";
+  return info.param.path == kMlaPathWgmmaF16     ? "F16Tile"
+         : info.param.path == kMlaPathWgmmaF16Pv ? "F16Pv"
+                                                 : "Bf16HiLo";
 }
 
-// The bf16 cases run on every kernel; fp8 on the f16-tile and f16 P V kernels (pair order is
-// bf16 only).
+// The bf16 cases run on every kernel; fp8 on the f16-tile and f16 P V kernels.
 class Sm90KernelTest : public ::testing::TestWithParam<testing::Sm90KernelUnderTest> {};
 class Sm90Fp8KernelTest : public ::testing::TestWithParam<testing::Sm90KernelUnderTest> {};
 
 INSTANTIATE_TEST_SUITE_P(MlaDecodeSm90EmuTest, Sm90KernelTest,
-                         ::testing::Values(kF16Tile, kBf16HiLo, kF16Pv, kF16PvPair), KernelName);
+                         ::testing::Values(kF16Tile, kBf16HiLo, kF16Pv), KernelName);
 INSTANTIATE_TEST_SUITE_P(MlaDecodeSm90EmuTest, Sm90Fp8KernelTest,
                          ::testing::Values(kF16Tile, kF16Pv), KernelName);
 TEST_P(Sm90KernelTest, Heads16Qlen1VarlenPage16) {
@@ -233,8 +218,7 @@ TEST_P(Sm90KernelTest, ManyItemsOnOneBlockKeepTheRingInStep) {
 
 TEST_P(Sm90KernelTest, ManyItemsOnOneBlockOfWholePages) {
   // The same walk on pages of 64 tokens: whole-page blocks by TMA, each item's last partial
-  // block by cp.async, in the order of each item's leader (pair order: the consumer of its
-  // first block, both consumers in turn).
+  // block by cp.async, both consumers owning an item's first block in turn.
   const Batch batch =
       MakeVarlenBatch(Arch::kSm90, DType::kBf16, 64, {560, 64, 129, 1, 300, 65, 256}, 1, 64);
   const WorkPlan plan = PlanForTest(batch, 1);
@@ -344,10 +328,10 @@ TEST(MlaDecodeSm90F16EmuTest, StatusWordReportsABf16ValueBeyondF16) {
   EXPECT_EQ(RunSm90(kF16Tile, c, PlanForTest(batch, 1)).status.code, kMlaF16Range);
 }
 
-// The f16 P V kernel in both consumer orders (bf16).
+// The f16 P V kernel (bf16).
 class Sm90F16PvKernelTest : public ::testing::TestWithParam<testing::Sm90KernelUnderTest> {};
-INSTANTIATE_TEST_SUITE_P(MlaDecodeSm90EmuTest, Sm90F16PvKernelTest,
-                         ::testing::Values(kF16Pv, kF16PvPair), KernelName);
+INSTANTIATE_TEST_SUITE_P(MlaDecodeSm90EmuTest, Sm90F16PvKernelTest, ::testing::Values(kF16Pv),
+                         KernelName);
 
 // The f16 P V kernel widens only V (dims 0-511) to f16, scaled by 2^-8: a finite V value of
 // magnitude >= 2^24 (which the scaled f16 cannot hold) is reported with its bf16 bits; below it

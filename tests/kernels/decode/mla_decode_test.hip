@@ -908,30 +908,28 @@ TEST_F(MlaDecodeGpu, StatusWordReportsBadPlans) {
 // f16 cannot hold (>= 2^24) is found through the non-finite O it makes on the GPU's tensor cores
 // (P x inf, and 0 x inf = NaN in the rows that do not see it) and reported with its bits; the
 // largest bf16 it holds is not, nor are values beyond the unscaled f16 (the CPU emulation checks
-// their O). Both consumer orders (kMlaPathWgmmaF16PvPair).
+// their O).
 TEST_F(MlaDecodeGpu, F16PvReportsAVValueBeyondTheScaledF16) {
   const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 64, 2, 1, 300, 64);
   const WorkPlan plan = Plan(batch, 3);
-  for (const int32_t path : {kMlaPathWgmmaF16Pv, kMlaPathWgmmaF16PvPair}) {
-    sim::DecodeCase c = sim::MakeDecodeCase(batch, 17);
-    path_override_ = path;
-    // Request 1, token 130 (its third page), dim 300.
-    const int64_t at =
-        (int64_t{c.kv_indices[c.batch.kv_indptr[1] + 2]} * batch.page_size + 2) * kHeadDimQk + 300;
-    std::vector<float> o, lse;
-    for (const auto& [value, code] : {std::pair<float, int32_t>{16777216.0f, kMlaF16Range},
-                                      {-33554432.0f, kMlaF16Range},
-                                      {-16711680.0f, kMlaOk},
-                                      {70144.0f, kMlaOk}}) {
-      c.kv_cache[at] = value;
-      MlaStatus status{};
-      RunCase(c, plan, &o, &lse, &status);
-      EXPECT_EQ(status.code, code) << value << " path " << path;
-      uint32_t bits = 0;
-      const float magnitude = std::fabs(value);
-      std::memcpy(&bits, &magnitude, 4);
-      if (code == kMlaF16Range) EXPECT_EQ(status.value, bits >> 16) << "path " << path;
-    }
+  sim::DecodeCase c = sim::MakeDecodeCase(batch, 17);
+  path_override_ = kMlaPathWgmmaF16Pv;
+  // Request 1, token 130 (its third page), dim 300.
+  const int64_t at =
+      (int64_t{c.kv_indices[c.batch.kv_indptr[1] + 2]} * batch.page_size + 2) * kHeadDimQk + 300;
+  std::vector<float> o, lse;
+  for (const auto& [value, code] : {std::pair<float, int32_t>{16777216.0f, kMlaF16Range},
+                                    {-33554432.0f, kMlaF16Range},
+                                    {-16711680.0f, kMlaOk},
+                                    {70144.0f, kMlaOk}}) {
+    c.kv_cache[at] = value;
+    MlaStatus status{};
+    RunCase(c, plan, &o, &lse, &status);
+    EXPECT_EQ(status.code, code) << value;
+    uint32_t bits = 0;
+    const float magnitude = std::fabs(value);
+    std::memcpy(&bits, &magnitude, 4);
+    if (code == kMlaF16Range) EXPECT_EQ(status.value, bits >> 16);
   }
   path_override_ = -1;
 }
@@ -1244,9 +1242,6 @@ TEST(MlaDecodeApi, RefusesBadParams) {
     EXPECT_STREQ(MlaDecodeKernelName(k), "f16");
     k.page_size = 16;
     k.path = kMlaPathWgmmaF16Pv;  // any tile of up to 64 rows, when asked for
-    EXPECT_STREQ(MlaDecodeKernelName(k), "f16pv");
-    EXPECT_EQ(MlaDecodeParamsError(k), nullptr) << MlaDecodeParamsError(k);
-    k.path = kMlaPathWgmmaF16PvPair;  // the same kernel, bf16 consumers in pair order
     EXPECT_STREQ(MlaDecodeKernelName(k), "f16pv");
     EXPECT_EQ(MlaDecodeParamsError(k), nullptr) << MlaDecodeParamsError(k);
     k.block_threads = 512;

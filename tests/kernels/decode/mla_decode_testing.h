@@ -35,8 +35,8 @@ using staging::PlanArena;
 using staging::ReduceParamsFor;
 
 // staging::DecodeParamsFor, plus MLAPS_MLA_BLOCK_THREADS=256|512 and MLAPS_MLA_PATH=auto|mma|
-// wgmma|f16|narrow|f16pv|f16pv-pair from the environment to run the GPU tests on one decode block
-// shape or kernel (default: the launcher's choice).
+// wgmma|f16|narrow|f16pv from the environment to run the GPU tests on one decode block shape or
+// kernel (default: the launcher's choice).
 inline MlaDecodeParams DecodeParamsFor(const Batch& batch, const WorkPlan& plan,
                                        const BatchArena& ba, const PlanArena& pa, int64_t num_pages,
                                        double q_scale, double kv_scale, int64_t partial_rows,

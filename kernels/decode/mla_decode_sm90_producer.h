@@ -320,9 +320,6 @@ __device__ __forceinline__ void ConvertChunk(int c, int vtid, uint32_t tile, uin
 
 // ---- The producer ----------------------------------------------------------------------------
 
-// The kv cache row of a block's first token when TMA can load the block (its 64 tokens all
-// visible and inside one page of a valid id), else -1 (cp.async: zeros past e_lim, bad pages
-// reported). The same in every copy thread.
 // Whether a block is TMA-shaped: its 64 tokens all visible and inside one page (TmaRowOf without
 // the page id, which costs a global load).
 __device__ __forceinline__ bool TmaShaped(const MlaDecodeParams& p, const Item& it, int blk) {
@@ -330,6 +327,9 @@ __device__ __forceinline__ bool TmaShaped(const MlaDecodeParams& p, const Item& 
   const int64_t j0 = it.begin + static_cast<int64_t>(blk) * SmemSm90::kTokens;
   return (j0 & (SmemSm90::kTokens - 1)) == 0 && j0 + SmemSm90::kTokens <= it.e_lim;
 }
+// The kv cache row of a block's first token when TMA can load the block (TmaShaped, and a valid
+// page id), else -1 (cp.async: zeros past e_lim, bad pages reported). The same in every copy
+// thread.
 __device__ __forceinline__ int32_t TmaRowOf(const MlaDecodeParams& p, const Item& it, int blk) {
   if (!TmaShaped(p, it, blk)) return -1;
   const int64_t j0 = it.begin + static_cast<int64_t>(blk) * SmemSm90::kTokens;

@@ -66,6 +66,33 @@ constexpr int kSm90PrefetchAhead = MLAPS_SM90_PROBE_PREFETCH_AHEAD;
 #else
 constexpr int kSm90PrefetchAhead = 2;  // kv blocks between a block's L2 fill and its copies
 #endif
+// Producer variants built and checked on the CPU emulation (//tests/kernels/decode:
+// mla_decode_sm90_variants_emu_test runs them) but not yet timed on the GPU, so off by default
+// (notes.md, session 29); a build for the device flips the default here (nvcc does not see
+// --copt):
+//   MLAPS_SM90_PAGE_IDS_BY_WARP  the bf16 f16pv producer's page ids (kPageIdAhead) loaded a warp
+//                                of blocks at a time and handed out by a shuffle;
+//   MLAPS_SM90_COUNTED_ARRIVALS  the TMA issuer arrives on landed for all copy threads, and one
+//                                converter thread publishes full for all converters, where
+//                                chunks stay as they landed (!kWiden);
+//   MLAPS_SM90_CONSUMER_REFILL   (needs counted arrivals) kChunkFree kernels: a consumer that
+//                                frees V chunk c (< 8) of block t - 2 issues the TMA of chunk c
+//                                of block t itself where block t is TMA-shaped and of the same
+//                                item (RefillChunk); the producer still waits for the free (its
+//                                phases) but issues only chunk 8.
+#if !defined(MLAPS_SM90_PAGE_IDS_BY_WARP)
+#define MLAPS_SM90_PAGE_IDS_BY_WARP 0
+#endif
+#if !defined(MLAPS_SM90_COUNTED_ARRIVALS)
+#define MLAPS_SM90_COUNTED_ARRIVALS 0
+#endif
+#if !defined(MLAPS_SM90_CONSUMER_REFILL)
+#define MLAPS_SM90_CONSUMER_REFILL 0
+#endif
+constexpr bool kSm90CountedArrivals = MLAPS_SM90_COUNTED_ARRIVALS;
+constexpr bool kSm90ConsumerRefill = MLAPS_SM90_CONSUMER_REFILL;
+static_assert(!kSm90ConsumerRefill || kSm90CountedArrivals,
+              "consumer refills arrive for the copy threads (counted arrivals)");
 constexpr int kSm90CopyThreads = 64;
 constexpr int kSm90ConvertThreads = 64;
 
@@ -338,6 +365,25 @@ __device__ __forceinline__ int32_t TmaRowOf(const MlaDecodeParams& p, const Item
   return page * p.page_size + static_cast<int32_t>(j0 & (p.page_size - 1));
 }
 
+// kChunkFree kernels with kSm90ConsumerRefill: consumer thread `wtid`'s part of the refill of
+// chunk c (< 8) of the slot at shared address `tile`, freed by the consumer's P V of block n (the
+// EmptyChunk phase of n), with the rows of block n + 2 from kv cache row `row` (TmaRowOf >= 0,
+// the same item: CopyItemSm90 leaves these chunks to the consumers). Warp 0 waits for the free
+// (every warp of the consumer holds the chunk in registers) and its lane 0 issues the TMA on
+// landed[slot][c], arriving for the copy threads; the converters publish it as usual.
+__device__ __forceinline__ void RefillChunk(const Sm90Bars& bars, const TmaMap* kv_map,
+                                            uint32_t tile, int slot, int c, uint32_t n, int32_t row,
+                                            int wtid) {
+  if (wtid >= warpSize) return;
+  MbarWait(bars.EmptyChunk(slot, c), (n >> 1) & 1);
+  if (wtid == 0) {
+    MbarArriveExpectTx(bars.Landed(slot, c), 64 * 64 * 2);
+    TmaLoad2D</*kEvictFirst=*/true>(tile + c * SmemSm90::kChunk, kv_map, 64 * c, row,
+                                    bars.Landed(slot, c));
+    MbarArriveCount(bars.Landed(slot, c), kSm90CopyThreads - 1);
+  }
+}
+
 // The copy threads' part of one item: the Q tile (once both consumers released the previous
 // item's, q_empty) and each kv block into slot n % 2, chunk by chunk as the consumers free the
 // slot's halves (slot 0 frees chunks 0-3 with consumer 0's P V and 4-7 with consumer 1's; slot 1
@@ -370,17 +416,30 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
                                  smem + L::kQ, kRaw ? kRawQAt : ChunkMap<kFp8>::kStaging);
   CpAsyncArrive(bars.QLanded());
   using Ring = KvRing<kRaw>;
+#if MLAPS_SM90_PAGE_IDS_BY_WARP
+  // kPageIdAhead: lane l of each copy warp holds the TMA row of block 32 k + l (k = t / 32, a
+  // warp's lanes), loaded at block 32 k and handed to each block by a shuffle: one global
+  // load's latency every warp-size blocks, none on the way from a block's frees to its TMAs.
+  const int lane = ctid % warpSize;
+  int32_t lane_tma_row = -1;
+#else
   // kPageIdAhead: the page id of block t + 1 is read at the start of block t, so that its global
   // load's latency passes during block t's waits instead of after its last chunk.
   int32_t next_tma_row = kTma && kPageIdAhead ? TmaRowOf(p, it, 0) : -1;
+#endif
   for (int t = 0; t < nblk; ++t) {
     const uint32_t n = seq + t;
     const int slot = Ring::SlotOf(n);
     MLAPS_SM90_TRACE_AT(kTraceBlockTop, n);
     int32_t tma_row = -1;
     if constexpr (kTma && kPageIdAhead) {
+#if MLAPS_SM90_PAGE_IDS_BY_WARP
+      if (t % warpSize == 0) lane_tma_row = t + lane < nblk ? TmaRowOf(p, it, t + lane) : -1;
+      tma_row = __shfl(lane_tma_row, t % warpSize);
+#else
       tma_row = WarpUniform(next_tma_row);
       if (t + 1 < nblk) next_tma_row = TmaRowOf(p, it, t + 1);
+#endif
     } else if constexpr (kTma) {
       tma_row = WarpUniform(TmaRowOf(p, it, t));
     }
@@ -444,6 +503,11 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
       continue;
     }
     MLAPS_SM90_TRACE_AT(kTraceCopy, n);
+    // Chunks 0-7 of a block that its slot's consumers refill themselves (RefillChunk): the
+    // frees are still waited for, nothing issued. (The producer must wait for every phase of
+    // the frees in turn: its parity waits hold only within one phase of the barrier, and its
+    // chunk 8 keeps the consumers within one phase of it.)
+    const bool consumers_fill = kChunkFree && kSm90ConsumerRefill && t >= Ring::kSlots;
 #pragma unroll
     for (int pos = 0; pos < L::kChunks; ++pos) {
       wait_free(pos);
@@ -451,17 +515,21 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
       if (pos == 4) MLAPS_SM90_TRACE_AT(kTraceTma4, n);
       if (pos == 8) MLAPS_SM90_TRACE_AT(kTraceTma8, n);
       const int c = ChunkAt(slot, pos);
+      if (consumers_fill && c < 8) continue;
       if (ctid == 0) {
 #if defined(MLAPS_SM90_PROBE_SKIP_COPY)
-        MbarArrive(bars.Landed(slot, c));  // probe variants only: no kv data moves
+        // probe variants only: no kv data moves
+        MbarArriveCount(bars.Landed(slot, c), kSm90CountedArrivals ? kSm90CopyThreads : 1);
         continue;
 #endif
         constexpr uint32_t kBytes = 64 * 64 * ChunkMap<kFp8>::kElem;
         MbarArriveExpectTx(bars.Landed(slot, c), kBytes);
         TmaLoad2D<kEvictFirst>(SmemAddr(tile) + c * L::kChunk + rows_at, kv_map, 64 * c, tma_row,
                                bars.Landed(slot, c));
+        // The other copy threads' arrivals too (they copy nothing of a TMA chunk).
+        if (kSm90CountedArrivals) MbarArriveCount(bars.Landed(slot, c), kSm90CopyThreads - 1);
         if (pos == 8) MLAPS_SM90_TRACE_AT(kTraceTma8Issued, n);
-      } else {
+      } else if (!kSm90CountedArrivals) {
         MbarArrive(bars.Landed(slot, c));
       }
     }
@@ -498,6 +566,10 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
   for (int t = 0; t < nblk; ++t) {
     const uint32_t n = seq + t;
     const int slot = Ring::SlotOf(n);
+    // Chunks kept as they landed (!kWiden) with counted arrivals: one converter thread waits,
+    // fences and arrives for all of them (its warp waits beside it, the other warp not at all).
+    constexpr bool kOneHops = !kWiden && kSm90CountedArrivals;
+    if (kOneHops && vtid >= warpSize) continue;
 #pragma unroll 1
     for (int pos = 0; pos < L::kChunks; ++pos) {
       const int c = ChunkAt(slot, pos);
@@ -506,8 +578,13 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
         MLAPS_SM90_TIMED(12,
                          ConvertChunk<kFp8>(c, vtid, base + L::kKv + Ring::TileOf(slot), range));
       }
-      MLAPS_SM90_TIMED(15, FenceProxyAsync());  // the consumers' wgmma reads the chunk
-      MbarArrive(bars.Full(slot, c));
+      if (!kOneHops) {
+        MLAPS_SM90_TIMED(15, FenceProxyAsync());  // the consumers' wgmma reads the chunk
+        MbarArrive(bars.Full(slot, c));
+      } else if (vtid == 0) {
+        FenceProxyAsync();
+        MbarArriveCount(bars.Full(slot, c), kSm90ConvertThreads);
+      }
     }
   }
   if (kWiden && !kFp8 && ((range & 0x7fffu) >= 0x4780u || (range >> 16) >= 0x4780u)) {

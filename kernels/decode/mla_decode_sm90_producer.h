@@ -68,8 +68,8 @@ constexpr int kSm90PrefetchAhead = 2;  // kv blocks between a block's L2 fill an
 #endif
 // Producer variants built and checked on the CPU emulation (//tests/kernels/decode:
 // mla_decode_sm90_variants_emu_test runs them) but not yet timed on the GPU, so off by default
-// (notes.md, session 29); a build for the device flips the default here (nvcc does not see
-// --copt):
+// (notes.md, session 29); a GPU build switches one on with --define=mlaps_sm90_<name>=1
+// (page_ids_by_warp, counted_arrivals, consumer_refill: kernels/decode/BUILD.bazel):
 //   MLAPS_SM90_PAGE_IDS_BY_WARP  the bf16 f16pv producer's page ids (kPageIdAhead) loaded a warp
 //                                of blocks at a time and handed out by a shuffle;
 //   MLAPS_SM90_COUNTED_ARRIVALS  the TMA issuer arrives on landed for all copy threads, and one

@@ -365,6 +365,18 @@ __device__ __forceinline__ int32_t TmaRowOf(const MlaDecodeParams& p, const Item
   return page * p.page_size + static_cast<int32_t>(j0 & (p.page_size - 1));
 }
 
+// The TMA load of chunk c of a kv block (64 rows from kv cache row `row`) to shared address
+// `dst`, completing on `landed` (landed[slot][c]), by the one thread that issues it: with counted
+// arrivals it also arrives for the other copy threads (which then arrive no more).
+template <bool kFp8, bool kEvictFirst>
+__device__ __forceinline__ void LoadChunkByTma(uint32_t landed, const TmaMap* kv_map, int c,
+                                               uint32_t dst, int32_t row) {
+  constexpr uint32_t kBytes = 64 * 64 * ChunkMap<kFp8>::kElem;
+  MbarArriveExpectTx(landed, kBytes);
+  TmaLoad2D<kEvictFirst>(dst, kv_map, 64 * c, row, landed);
+  if (kSm90CountedArrivals) MbarArriveCount(landed, kSm90CopyThreads - 1);
+}
+
 // kChunkFree kernels with kSm90ConsumerRefill: consumer thread `wtid`'s part of the refill of
 // chunk c (< 8) of the slot at shared address `tile`, freed by the consumer's P V of block n (the
 // EmptyChunk phase of n), with the rows of block n + 2 from kv cache row `row` (TmaRowOf >= 0,
@@ -377,10 +389,8 @@ __device__ __forceinline__ void RefillChunk(const Sm90Bars& bars, const TmaMap* 
   if (wtid >= warpSize) return;
   MbarWait(bars.EmptyChunk(slot, c), (n >> 1) & 1);
   if (wtid == 0) {
-    MbarArriveExpectTx(bars.Landed(slot, c), 64 * 64 * 2);
-    TmaLoad2D</*kEvictFirst=*/true>(tile + c * SmemSm90::kChunk, kv_map, 64 * c, row,
-                                    bars.Landed(slot, c));
-    MbarArriveCount(bars.Landed(slot, c), kSm90CopyThreads - 1);
+    LoadChunkByTma</*kFp8=*/false, /*kEvictFirst=*/true>(bars.Landed(slot, c), kv_map, c,
+                                                         tile + c * SmemSm90::kChunk, row);
   }
 }
 
@@ -522,12 +532,8 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
         MbarArriveCount(bars.Landed(slot, c), kSm90CountedArrivals ? kSm90CopyThreads : 1);
         continue;
 #endif
-        constexpr uint32_t kBytes = 64 * 64 * ChunkMap<kFp8>::kElem;
-        MbarArriveExpectTx(bars.Landed(slot, c), kBytes);
-        TmaLoad2D<kEvictFirst>(SmemAddr(tile) + c * L::kChunk + rows_at, kv_map, 64 * c, tma_row,
-                               bars.Landed(slot, c));
-        // The other copy threads' arrivals too (they copy nothing of a TMA chunk).
-        if (kSm90CountedArrivals) MbarArriveCount(bars.Landed(slot, c), kSm90CopyThreads - 1);
+        LoadChunkByTma<kFp8, kEvictFirst>(bars.Landed(slot, c), kv_map, c,
+                                          SmemAddr(tile) + c * L::kChunk + rows_at, tma_row);
         if (pos == 8) MLAPS_SM90_TRACE_AT(kTraceTma8Issued, n);
       } else if (!kSm90CountedArrivals) {
         MbarArrive(bars.Landed(slot, c));

@@ -310,7 +310,6 @@ inline T atomicExch(T* p, T value) {
 // Memory fences: blocks run one after another and a block's threads switch only at barriers,
 // so every write is visible to every later read already.
 inline void __threadfence() {}
-inline void __threadfence_block() {}
 inline long long clock64() { return mlaps_emu::Clock(); }
 inline long long wall_clock64() { return mlaps_emu::Clock(); }
 

@@ -9,18 +9,34 @@
 #   gpu_bundle/run.sh --sanitizer memcheck   # tests under compute-sanitizer
 #
 # Options: --out DIR (default gpu_bundle), --only REGEX (targets whose label matches),
-#          --no-bench (tests only).
+#          --no-bench (tests only),
+#          --variant NAME=FLAG[,FLAG...] (repeatable): the tests and benchmarks again, built
+#            with --define=mlaps_sm90_FLAG=1 for each FLAG (the sm90 producer variants of
+#            kernels/decode/BUILD.bazel), staged as bin/FLAT.NAME (a test runs on bin/FLAT's
+#            runfiles); implies --pack,
+#          --pack: the binaries travel xz-packed in bin.tar.xz (a dozen 12 MB binaries would
+#            pass the device tool's 64 MiB carry; packed each is ~1.5 MB); run.sh unpacks them
+#            on its first start (or: tar -C gpu_bundle/bin -xJf gpu_bundle/bin.tar.xz).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 out=gpu_bundle
 only=.
 bench=1
+pack=0
+variants=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
     --no-bench) bench=0; shift ;;
+    --pack) pack=1; shift ;;
+    --variant)
+      if ! [[ $2 =~ ^[a-z0-9_]+=[a-z0-9_]+(,[a-z0-9_]+)*$ ]]; then
+        echo "gpu_bundle: --variant wants NAME=FLAG[,FLAG...], got '$2'" >&2
+        exit 2
+      fi
+      variants+=("$2"); pack=1; shift 2 ;;
     *) echo "gpu_bundle: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -72,6 +88,29 @@ stage() {  # label list-file
 }
 for t in $tests; do stage "$t" "$out/tests.txt"; done
 for b in $benches; do stage "$b" "$out/benches.txt"; done
+
+if [ ${#variants[@]} -gt 0 ]; then
+  for v in "${variants[@]}"; do
+    name=${v%%=*}
+    defines=()
+    for flag in $(echo "${v#*=}" | tr ',' ' '); do defines+=("--define=mlaps_sm90_$flag=1"); done
+    echo "gpu_bundle: variant $name: ${defines[*]}"
+    bazel build --config=cuda "${defines[@]}" $tests $benches
+    for b in $tests $benches; do
+      pkg=${b#//}; pkg=${pkg%%:*}; bname=${b##*:}
+      flat=$(echo "${pkg}_${bname}" | tr '/' '_')
+      cp "$bin_root/$pkg/$bname" "$out/bin/$flat.$name"
+      echo "$flat.$name $b ${defines[*]}" >>"$out/variants.txt"
+    done
+  done
+  # Leave bazel-bin as the default build again (the staged binaries above are its copies).
+  bazel build --config=cuda $tests $benches
+fi
+if [ "$pack" = 1 ]; then
+  binaries=$(cd "$out/bin" && find . -maxdepth 1 -type f -printf '%f\n' | sort)
+  # shellcheck disable=SC2086  # file names without spaces (flattened labels)
+  (cd "$out/bin" && tar -cJf ../bin.tar.xz $binaries && rm -f $binaries)
+fi
 
 cp tools/gpu_bundle_run.sh "$out/run.sh"
 chmod +x "$out/run.sh"

@@ -18,6 +18,12 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+# The binaries of a packed bundle (gpu_bundle.sh --pack, --variant) travel in bin.tar.xz: unpacked
+# once, where they belong.
+if [ -f "$here/bin.tar.xz" ] && [ ! -e "$here/bin/.unpacked" ]; then
+  tar -C "$here/bin" -xJf "$here/bin.tar.xz" && touch "$here/bin/.unpacked"
+fi
+
 logs=${OUT:-$here/logs}
 mkdir -p "$logs"
 export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

@@ -7,7 +7,8 @@ set -euo pipefail
 packages=(g++ bazel-bootstrap bazel-bootstrap-source libabsl-dev libgtest-dev libgmock-dev
   libbenchmark-dev libprotobuf-dev protobuf-compiler
   python3-numpy python3-pytest python3-setuptools python3-wheel python3-venv
-  python-is-python3)  # Bazel 4.2's py_test stub starts with `#!/usr/bin/env python`
+  python-is-python3  # Bazel 4.2's py_test stub starts with `#!/usr/bin/env python`
+  xz-utils)  # tools/sm90_variant_ab_test: packed GPU bundles (tar -J)
 for arg in "$@"; do
   case "$arg" in
     --with-hipcc) packages+=(hipcc) ;;  # Debian's HIP 5.2 (clang 15): AMD compile checks

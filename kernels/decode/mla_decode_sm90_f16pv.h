@@ -633,6 +633,8 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
     for (int t = 0; t < 4; ++t) PinAccumulators(o[t]);
     if (i > 0) MbarArrive(at.bars.Empty(slot_of(seq + i - 1), w));
   };
+  // kSm90ConsumerRopeRefill: bit j, block i + j was filled by the consumers (RefillRopeChunk).
+  uint32_t filled = 0;
   const int first_own = static_cast<int>((seq & 1) != static_cast<uint32_t>(w));
   MbarWait(at.bars.QFull(), item & 1);
   if (first_own >= nblk) MbarArrive(at.bars.QEmpty());
@@ -703,6 +705,22 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
               refill_row);
     }
     if (!kPvLate) MbarArrive(at.bars.Empty(slot, w));
+    if constexpr (!kFp8 && kSm90ConsumerRopeRefill) {
+      // Block i + 2 filled by the consumers: its rope chunk by the one that does not own n.
+      // Else, where block i was (bit 0 of `filled`), the producer fills this slot next and waits
+      // for both of us (producer_turn), having waited for none of block i's frees.
+      if (WarpUniform(refill_row >= 0)) {
+        if (!own)
+          RefillRopeChunk(at.bars, kv_map, at.base + L::kKv + slot * L::kTile, slot, n, refill_row,
+                          at.wtid);
+      } else if (filled & 1) {
+        HandSlotToProducer(at.bars, slot, w, n, at.wtid);
+      }
+      filled = (filled >> 1) | (refill_row >= 0 ? 2u : 0u);
+      // Without this fence ptxas injects its own in the waits' divergent path above, and
+      // serializes every wgmma of the kernel (C7520).
+      WgmmaFence();
+    }
     MLAPS_SM90_TRACE_AT(kTracePvEnd, n);
   }
   retire_pv(nblk);

@@ -20,6 +20,9 @@
 //   empty_chunk[s][c]  (kChunkFree kernels, the bf16 f16pv one) chunk c < 8 of slot s read by
 //                its consumer, which refills it before that consumer's half is done; chunk 8
 //                still waits for both empty[s][w];
+//   producer_turn[s]  (MLAPS_SM90_CONSUMER_ROPE_REFILL builds) both consumers -> producer: the
+//                block before the one the producer fills in slot s, which the consumers had
+//                filled themselves, freed (CopyItemSm90, HandSlotToProducer);
 //   stats, row_l_full  for the consumers' own handoffs;
 //   q_full / q_empty  the Q tile written / both consumers done with it; phases by item index:
 //                each item completes one phase of each (q_landed too), with or without kv
@@ -79,7 +82,14 @@ constexpr int kSm90PrefetchAhead = 2;  // kv blocks between a block's L2 fill an
 //                                frees V chunk c (< 8) of block t - 2 issues the TMA of chunk c
 //                                of block t itself where block t is TMA-shaped and of the same
 //                                item (RefillChunk); the producer still waits for the free (its
-//                                phases) but issues only chunk 8.
+//                                phases) but issues only chunk 8;
+//   MLAPS_SM90_CONSUMER_ROPE_REFILL  (needs consumer refills) chunk 8 of such a block too, by the
+//                                consumer that does not own block t - 2, once both consumers
+//                                freed it (RefillRopeChunk): the producer skips these blocks,
+//                                and where it fills a slot again after them it waits for
+//                                producer_turn[slot] (both consumers done with the block before),
+//                                not for the frees' parities, which it no longer walks (notes.md,
+//                                session 30).
 #if !defined(MLAPS_SM90_PAGE_IDS_BY_WARP)
 #define MLAPS_SM90_PAGE_IDS_BY_WARP 0
 #endif
@@ -91,8 +101,11 @@ constexpr int kSm90PrefetchAhead = 2;  // kv blocks between a block's L2 fill an
 #endif
 constexpr bool kSm90CountedArrivals = MLAPS_SM90_COUNTED_ARRIVALS;
 constexpr bool kSm90ConsumerRefill = MLAPS_SM90_CONSUMER_REFILL;
+constexpr bool kSm90ConsumerRopeRefill = MLAPS_SM90_CONSUMER_ROPE_REFILL;
 static_assert(!kSm90ConsumerRefill || kSm90CountedArrivals,
               "consumer refills arrive for the copy threads (counted arrivals)");
+static_assert(!kSm90ConsumerRopeRefill || kSm90ConsumerRefill,
+              "the rope chunk refilled by a consumer needs the V chunks refilled by them");
 constexpr int kSm90CopyThreads = 64;
 constexpr int kSm90ConvertThreads = 64;
 
@@ -394,6 +407,36 @@ __device__ __forceinline__ void RefillChunk(const Sm90Bars& bars, const TmaMap* 
   }
 }
 
+// kChunkFree kernels with kSm90ConsumerRopeRefill: consumer thread `wtid`'s part of the refill
+// of chunk 8 (the rope, and block n's P^T) of the slot at `tile` with the rows of block n + 2 from
+// kv cache row `row`, by the consumer that does not own block n, after its P V of n: warp 0 waits
+// for both consumers' frees of n (empty[slot][0], [1]: the owner's is usually in long since) and
+// its lane 0 issues the TMA as RefillChunk does.
+__device__ __forceinline__ void RefillRopeChunk(const Sm90Bars& bars, const TmaMap* kv_map,
+                                                uint32_t tile, int slot, uint32_t n, int32_t row,
+                                                int wtid) {
+  if (wtid >= warpSize) return;
+  MbarWait(bars.Empty(slot, 0), (n >> 1) & 1);
+  MbarWait(bars.Empty(slot, 1), (n >> 1) & 1);
+  if (wtid == 0) {
+    LoadChunkByTma</*kFp8=*/false, /*kEvictFirst=*/true>(bars.Landed(slot, 8), kv_map, 8,
+                                                         tile + 8 * SmemSm90::kChunk, row);
+  }
+}
+
+// kChunkFree kernels with kSm90ConsumerRopeRefill: consumer w's part of handing the slot of block
+// n back to the producer where the consumers filled n and the producer fills n + 2: warp 0 waits
+// for w's frees of n (its V chunks, empty[slot][w]: every phase of these is waited for, which
+// the producer no longer does for such blocks) and its lane 0 arrives on producer_turn[slot].
+__device__ __forceinline__ void HandSlotToProducer(const Sm90Bars& bars, int slot, int w,
+                                                   uint32_t n, int wtid) {
+  if (wtid >= warpSize) return;
+#pragma unroll
+  for (int m = 0; m < 4; ++m) MbarWait(bars.EmptyChunk(slot, 4 * w + m), (n >> 1) & 1);
+  MbarWait(bars.Empty(slot, w), (n >> 1) & 1);
+  if (wtid == 0) MbarArrive(bars.ProducerTurn(slot));
+}
+
 // The copy threads' part of one item: the Q tile (once both consumers released the previous
 // item's, q_empty) and each kv block into slot n % 2, chunk by chunk as the consumers free the
 // slot's halves (slot 0 frees chunks 0-3 with consumer 0's P V and 4-7 with consumer 1's; slot 1
@@ -405,10 +448,13 @@ __device__ __forceinline__ void RefillChunk(const Sm90Bars& bars, const TmaMap* 
 // kL2Fill: the L2 fill ahead of the cp.async blocks (PrefetchKvBlock). kChunkFree (a two-slot
 // ring whose consumers free each V chunk once they read it, the bf16 f16pv kernel): chunks 0-7
 // are refilled as empty_chunk[slot][c] says, chunk 8 once both halves were freed.
+// `turns` (kSm90ConsumerRopeRefill; kept across items, 0 at the first): bit s, slot s's last
+// block was filled by the consumers; bit 2 + s, the parity of producer_turn[s]'s next phase.
 template <bool kFp8, int kQRows, bool kTma, bool kEvictFirst, bool kRaw = false,
           bool kL2Fill = true, bool kChunkFree = false, bool kPageIdAhead = false>
 __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
-                             uint32_t seq, uint32_t item, int nblk, const TmaMap* kv_map) {
+                             uint32_t seq, uint32_t item, int nblk, const TmaMap* kv_map,
+                             uint32_t& turns) {
   using L = SmemSm90;
   const int ctid = threadIdx.x & (kSm90WgThreads - 1);
   const Sm90Bars bars{SmemAddr(smem) + L::kBars};
@@ -466,9 +512,27 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
         (!kTma || !WarpUniform(TmaShaped(p, it, t + kSm90PrefetchAhead)))) {
       PrefetchKvBlock<kFp8>(p, it, t + kSm90PrefetchAhead, ctid);
     }
+    // kSm90ConsumerRopeRefill: a block the consumers fill whole (RefillRopeChunk) is skipped;
+    // the first one we fill in its slot after such blocks waits for producer_turn[slot] (both
+    // consumers freed the block before it), whose phases stay within one of ours (the next one
+    // needs this block), where the frees' parities may have moved on by any number of phases.
+    constexpr bool kRopeByConsumers = kChunkFree && kSm90ConsumerRopeRefill;
+    bool freed = false;  // the whole slot is known free
+    if constexpr (kRopeByConsumers) {
+      if (t >= Ring::kSlots && tma_row >= 0) {
+        turns |= 1u << slot;
+        continue;
+      }
+      if ((turns >> slot) & 1) {
+        MLAPS_SM90_TIMED(9, MbarWait(bars.ProducerTurn(slot), (turns >> (2 + slot)) & 1));
+        turns ^= (1u << slot) | (1u << (2 + slot));
+        freed = true;
+      }
+    }
     // Positions 0-3 once their half was freed, then 4-8 (chunk 8 needs both). (A kernel whose
     // consumer reads a whole block frees both halves: the narrow fp8 one.)
     auto wait_free = [&](int pos) {
+      if (kRopeByConsumers && freed) return;
       if constexpr (kChunkFree) {
         static_assert(!kRaw && Ring::kSlots == 2, "chunk frees: the two-slot ring");
         const int c = ChunkAt(slot, pos);
@@ -603,13 +667,13 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
 template <bool kFp8, bool kWiden, int kQRows, bool kTma, bool kEvictFirst, bool kL2Fill,
           bool kChunkFree>
 __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
-                               uint32_t seq, uint32_t item, const TmaMap* kv_map) {
+                               uint32_t seq, uint32_t item, const TmaMap* kv_map, uint32_t& turns) {
   const int nblk = BlocksOf(it);
   if ((threadIdx.x & (kSm90WgThreads - 1)) < kSm90CopyThreads) {
     // The page id a block ahead where it was measured faster: the bf16 f16pv kernel (kChunkFree,
     // 1-2%); the narrow bf16 kernel ran 1.5% slower with it, fp8 f16pv (128,2) 1% (notes.md).
     CopyItemSm90<kFp8, kQRows, kTma, kEvictFirst, kFp8 && !kWiden, kL2Fill, kChunkFree,
-                 /*kPageIdAhead=*/kChunkFree>(p, it, smem, cu, seq, item, nblk, kv_map);
+                 /*kPageIdAhead=*/kChunkFree>(p, it, smem, cu, seq, item, nblk, kv_map, turns);
   } else {
     ConvertItemSm90<kFp8, kWiden, kQRows>(p, smem, cu, seq, item, nblk);
   }
@@ -639,13 +703,15 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
   if (threadIdx.x == 0) {
     const uint32_t bars = SmemAddr(smem) + SmemSm90::kBars;
     // landed, q_landed: the copy threads' cp.async arrivals; full, q_full: the converters;
-    // empty, stats, score_stats: one consumer; q_empty, row_l_full: both.
+    // empty, stats, score_stats: one consumer; q_empty, row_l_full: both; producer_turn: one
+    // thread of each consumer.
     for (int b = 0; b < SmemSm90::kNumBars; ++b) {
       const bool copy = (b >= SmemSm90::kLanded && b < SmemSm90::kEmpty) || b == SmemSm90::kQLanded;
       const bool convert = b < SmemSm90::kLanded || b == SmemSm90::kQFull;
       MbarInit(bars + 8 * b,
-               copy      ? kSm90CopyThreads
-               : convert ? kSm90ConvertThreads
+               copy                           ? kSm90CopyThreads
+               : convert                      ? kSm90ConvertThreads
+               : b >= SmemSm90::kProducerTurn ? 2
                : b == SmemSm90::kQEmpty || (b >= SmemSm90::kRowLFull && b < SmemSm90::kScoreStats)
                    ? 2 * kSm90WgThreads
                    : kSm90WgThreads);
@@ -660,9 +726,10 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
     SetMaxRegsDec<kProducerRegs>();
 #endif
     MLAPS_SM90_MARK(8, 0);
+    uint32_t turns = 0;  // the copy threads' producer_turn state (CopyItemSm90)
     WalkItems</*kRecord=*/false>(p, kMaxRows, [&](const Item& it, int cu) {
       seq += RunProducerSm90<kFp8, kWiden, kMaxRows, kTma, kEvictFirst, kL2Fill, kChunkFree>(
-          p, it, smem, cu, seq, item, kv_map);
+          p, it, smem, cu, seq, item, kv_map, turns);
       ++item;
     });
     MLAPS_SM90_MARK(9, item);

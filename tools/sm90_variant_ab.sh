@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# On the GPU machine: an A/B of mla_decode_bench builds in a GPU bundle (tools/gpu_bundle.sh
+# --variant NAME=...: bin/FLAT.NAME; "base" is the default build, bin/FLAT), shape by shape, the
+# variants in turn, ROUNDS rounds, one process a run, so every variant of a shape meets the same
+# card minutes apart at most. Compare variants within one call only.
+#
+#   tools/sm90_variant_ab.sh [--bundle DIR] [--rounds N] [--timeout S] VARIANTS SHAPE...
+#     VARIANTS  comma-separated names, e.g. base,v1,v4
+#     SHAPE     DTYPE,H,QLEN,BATCH,CTX (mla_decode_bench --only)
+#
+# Prints each run's decode / total us ("ab SHAPE VARIANT ROUND decode_us total_us"), then per
+# shape one line with each variant's median decode us and its ratio to the first variant's
+# (< 1: faster). A run that fails or passes S seconds (default 120: a variant that hangs) prints
+# "ab SHAPE VARIANT ROUND failed" and its last lines.
+set -uo pipefail
+
+bundle=gpu_bundle
+rounds=2
+timeout_s=120
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bundle) bundle=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --timeout) timeout_s=$2; shift 2 ;;
+    -*) echo "sm90_variant_ab: unknown option '$1'" >&2; exit 2 ;;
+    *) break ;;
+  esac
+done
+if [ $# -lt 2 ]; then
+  echo "usage: sm90_variant_ab.sh [--bundle DIR] [--rounds N] [--timeout S] VARIANTS SHAPE..." >&2
+  exit 2
+fi
+IFS=, read -r -a variants <<<"$1"
+shift
+
+# A packed bundle (gpu_bundle.sh --variant): unpacked once, as run.sh does.
+if [ -f "$bundle/bin.tar.xz" ] && [ ! -e "$bundle/bin/.unpacked" ]; then
+  tar -C "$bundle/bin" -xJf "$bundle/bin.tar.xz" && touch "$bundle/bin/.unpacked"
+fi
+export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+flat=$(awk '$2 == "//kernels/decode:mla_decode_bench" {print $1}' "$bundle/benches.txt")
+if [ -z "$flat" ]; then
+  echo "sm90_variant_ab: no //kernels/decode:mla_decode_bench in $bundle/benches.txt" >&2
+  exit 1
+fi
+for v in "${variants[@]}"; do
+  bin="$bundle/bin/$flat"
+  [ "$v" = base ] || bin="$bin.$v"
+  if [ ! -x "$bin" ]; then
+    echo "sm90_variant_ab: no build $bin (variant '$v')" >&2
+    exit 1
+  fi
+done
+
+declare -A runs  # "shape variant" -> decode us of each round
+for shape in "$@"; do
+  for ((r = 1; r <= rounds; ++r)); do
+    for v in "${variants[@]}"; do
+      bin="$bundle/bin/$flat"
+      [ "$v" = base ] || bin="$bin.$v"
+      log=$(timeout "$timeout_s" "$bin" --only "$shape" 2>&1)
+      line=$(grep -m1 -E ': decode [0-9.]+ us, reduce [0-9.]+ us, total [0-9.]+ us' <<<"$log")
+      if [ -z "$line" ]; then
+        echo "ab $shape $v $r failed"
+        tail -5 <<<"$log"
+        continue
+      fi
+      decode=$(sed -E 's/.*: decode ([0-9.]+) us.*/\1/' <<<"$line")
+      total=$(sed -E 's/.*, total ([0-9.]+) us.*/\1/' <<<"$line")
+      echo "ab $shape $v $r $decode $total"
+      runs["$shape $v"]+="$decode "
+    done
+  done
+done
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR] = $1} END {
+  if (NR == 0) print "-"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+for shape in "$@"; do
+  first=""
+  out="median $shape:"
+  for v in "${variants[@]}"; do
+    m=$(median <<<"${runs["$shape $v"]:-}")
+    [ -z "$first" ] && first=$m
+    if [ "$m" != "-" ] && [ "$first" != "-" ]; then
+      out+=" $v $m ($(awk -v a="$m" -v b="$first" 'BEGIN {printf "%.3f", a / b}'))"
+    else
+      out+=" $v -"
+    fi
+  done
+  echo "$out"
+done

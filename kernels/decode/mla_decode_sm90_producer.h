@@ -75,7 +75,10 @@ constexpr int kSm90PrefetchAhead = 2;  // kv blocks between a block's L2 fill an
 // (page_ids_by_warp, counted_arrivals, consumer_refill: kernels/decode/BUILD.bazel):
 //   MLAPS_SM90_PAGE_IDS_BY_WARP  the bf16 f16pv producer's page ids (kPageIdAhead) loaded a warp
 //                                of blocks at a time and handed out by a shuffle;
-//   MLAPS_SM90_COUNTED_ARRIVALS  the TMA issuer arrives on landed for all copy threads, and one
+//   MLAPS_SM90_COUNTED_ARRIVALS  the TMA issuer arrives on landed for the copy threads of its
+//                                warp and one lane of the other copy warp for that warp (which
+//                                waits for the frees too: were nothing to wait for its arrival,
+//                                it could fall two phases behind its parity waits), and one
 //                                converter thread publishes full for all converters, where
 //                                chunks stay as they landed (!kWiden);
 //   MLAPS_SM90_CONSUMER_REFILL   (needs counted arrivals) kChunkFree kernels: a consumer that
@@ -380,14 +383,14 @@ __device__ __forceinline__ int32_t TmaRowOf(const MlaDecodeParams& p, const Item
 
 // The TMA load of chunk c of a kv block (64 rows from kv cache row `row`) to shared address
 // `dst`, completing on `landed` (landed[slot][c]), by the one thread that issues it: with counted
-// arrivals it also arrives for the other copy threads (which then arrive no more).
+// arrivals it also arrives for `others` copy threads (which then arrive no more).
 template <bool kFp8, bool kEvictFirst>
 __device__ __forceinline__ void LoadChunkByTma(uint32_t landed, const TmaMap* kv_map, int c,
-                                               uint32_t dst, int32_t row) {
+                                               uint32_t dst, int32_t row, int others) {
   constexpr uint32_t kBytes = 64 * 64 * ChunkMap<kFp8>::kElem;
   MbarArriveExpectTx(landed, kBytes);
   TmaLoad2D<kEvictFirst>(dst, kv_map, 64 * c, row, landed);
-  if (kSm90CountedArrivals) MbarArriveCount(landed, kSm90CopyThreads - 1);
+  if (kSm90CountedArrivals) MbarArriveCount(landed, others);
 }
 
 // kChunkFree kernels with kSm90ConsumerRefill: consumer thread `wtid`'s part of the refill of
@@ -402,8 +405,8 @@ __device__ __forceinline__ void RefillChunk(const Sm90Bars& bars, const TmaMap* 
   if (wtid >= warpSize) return;
   MbarWait(bars.EmptyChunk(slot, c), (n >> 1) & 1);
   if (wtid == 0) {
-    LoadChunkByTma</*kFp8=*/false, /*kEvictFirst=*/true>(bars.Landed(slot, c), kv_map, c,
-                                                         tile + c * SmemSm90::kChunk, row);
+    LoadChunkByTma</*kFp8=*/false, /*kEvictFirst=*/true>(
+        bars.Landed(slot, c), kv_map, c, tile + c * SmemSm90::kChunk, row, kSm90CopyThreads - 1);
   }
 }
 
@@ -419,8 +422,8 @@ __device__ __forceinline__ void RefillRopeChunk(const Sm90Bars& bars, const TmaM
   MbarWait(bars.Empty(slot, 0), (n >> 1) & 1);
   MbarWait(bars.Empty(slot, 1), (n >> 1) & 1);
   if (wtid == 0) {
-    LoadChunkByTma</*kFp8=*/false, /*kEvictFirst=*/true>(bars.Landed(slot, 8), kv_map, 8,
-                                                         tile + 8 * SmemSm90::kChunk, row);
+    LoadChunkByTma</*kFp8=*/false, /*kEvictFirst=*/true>(
+        bars.Landed(slot, 8), kv_map, 8, tile + 8 * SmemSm90::kChunk, row, kSm90CopyThreads - 1);
   }
 }
 
@@ -580,7 +583,8 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
     // Chunks 0-7 of a block that its slot's consumers refill themselves (RefillChunk): the
     // frees are still waited for, nothing issued. (The producer must wait for every phase of
     // the frees in turn: its parity waits hold only within one phase of the barrier, and its
-    // chunk 8 keeps the consumers within one phase of it.)
+    // chunk 8 keeps the consumers within one phase of it. With kSm90ConsumerRopeRefill these
+    // blocks were skipped above.)
     const bool consumers_fill = kChunkFree && kSm90ConsumerRefill && t >= Ring::kSlots;
 #pragma unroll
     for (int pos = 0; pos < L::kChunks; ++pos) {
@@ -593,14 +597,19 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
       if (ctid == 0) {
 #if defined(MLAPS_SM90_PROBE_SKIP_COPY)
         // probe variants only: no kv data moves
-        MbarArriveCount(bars.Landed(slot, c), kSm90CountedArrivals ? kSm90CopyThreads : 1);
+        MbarArriveCount(bars.Landed(slot, c), kSm90CountedArrivals ? warpSize : 1);
         continue;
 #endif
         LoadChunkByTma<kFp8, kEvictFirst>(bars.Landed(slot, c), kv_map, c,
-                                          SmemAddr(tile) + c * L::kChunk + rows_at, tma_row);
+                                          SmemAddr(tile) + c * L::kChunk + rows_at, tma_row,
+                                          warpSize - 1);
         if (pos == 8) MLAPS_SM90_TRACE_AT(kTraceTma8Issued, n);
       } else if (!kSm90CountedArrivals) {
         MbarArrive(bars.Landed(slot, c));
+      } else if (ctid % warpSize == 0) {
+        // Each other copy warp arrives for itself: nothing else would keep it within a phase of
+        // the consumers, whose frees (and producer_turn) it waits for with parity waits.
+        MbarArriveCount(bars.Landed(slot, c), warpSize);
       }
     }
   }

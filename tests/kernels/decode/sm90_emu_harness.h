@@ -1,7 +1,8 @@
 // The harness of the sm90 wgmma kernel tests on the CPU emulation (mla_decode_sm90_emu_test.cc):
 // one kernel under test, run with the reduce kernel in the emulation, checked against the
 // executor, the fp64 reference and the plan's trace, and run again with the low or the high
-// warpgroups as far ahead as their waits allow (the same bits required).
+// warpgroups as far ahead as their waits allow, or the producer's second copy warp behind (the
+// same bits required).
 //
 // A textual header: include it after tests/kernels/emu/hip_host_emulation.h and the device
 // headers (it launches mla::MlaReduceKernel through mlaps_emu::Launch).
@@ -50,6 +51,11 @@ inline mla::TmaMap KvTmaMap(const MlaDecodeParams& p, bool fp8, bool raw_e4m3 = 
   return map;
 }
 
+// The warp that Schedule::kOneWarpLast holds back: the producer warpgroup's second copy warp
+// (threads 32-63 of warpgroup 2), which issues no TMA and, with counted arrivals, could
+// otherwise go without being waited for (mla_decode_sm90_producer.h).
+constexpr int kLaggingWarp = 2 * 128 / 32 + 1;
+
 // Decode + reduce for `c` under `plan` in the emulation, outputs poisoned first, the block's
 // threads run in `schedule`'s order. o_fp32: final O as fp32 (MlaDecodeParams::o_fp32).
 // merge: the decode merges the split tiles itself (MlaDecodeParams::merge), no reduce.
@@ -64,10 +70,11 @@ inline DecodeRunResult RunSm90(const Sm90KernelUnderTest& k, const sim::DecodeCa
   p.path = k.path;
   return ReduceAndCollect(run, mlaps_emu::Launch(
                                    dim3(plan.num_cu), dim3(k.threads), k.smem_bytes,
-                                   [&] { k.body(p, fp8); }, schedule));
+                                   [&] { k.body(p, fp8); }, schedule, kLaggingWarp));
 }
 
-// The same run with the warpgroups' relative progress skewed both ways: a kernel without
+// The same run with the warpgroups' relative progress skewed both ways, and with the producer's
+// second copy warp (kLaggingWarp) behind the others as far as their waits allow: a kernel without
 // races writes the same bits, status and trace.
 // With a plan that splits tiles, the same again with the decode merging them itself
 // (MlaDecodeParams::merge): the same bits as the reduce wrote, every counter back at 0.
@@ -78,12 +85,14 @@ inline void ExpectScheduleIndependent(const Sm90KernelUnderTest& k, const sim::D
     if (merge && plan.num_reduce_tiles() == 0) continue;
     for (mlaps_emu::Schedule schedule :
          {mlaps_emu::Schedule::kRoundRobin, mlaps_emu::Schedule::kLowWarpgroupsFirst,
-          mlaps_emu::Schedule::kHighWarpgroupsFirst}) {
+          mlaps_emu::Schedule::kHighWarpgroupsFirst, mlaps_emu::Schedule::kOneWarpLast}) {
       if (!merge && schedule == mlaps_emu::Schedule::kRoundRobin) continue;  // round_robin itself
-      const bool low = schedule == mlaps_emu::Schedule::kLowWarpgroupsFirst;
       SCOPED_TRACE(schedule == mlaps_emu::Schedule::kRoundRobin ? "round robin"
-                   : low                                        ? "low warpgroups run ahead"
-                                                                : "high warpgroups run ahead");
+                   : schedule == mlaps_emu::Schedule::kLowWarpgroupsFirst
+                       ? "low warpgroups run ahead"
+                   : schedule == mlaps_emu::Schedule::kHighWarpgroupsFirst
+                       ? "high warpgroups run ahead"
+                       : "the producer's second copy warp behind");
       SCOPED_TRACE(merge ? "split tiles merged by the decode" : "split tiles merged by the reduce");
       const DecodeRunResult got = RunSm90(k, c, plan, schedule, cp, o_fp32, merge);
       ASSERT_EQ(got.error, "");

@@ -1103,8 +1103,28 @@ uint32_t Bf16x2ToF16x2(uint32_t two) {
 
 float HalfBitsToFloat(uint16_t h) { return HalfFloat(h); }
 
+// The threads of a block in the schedule's tiers, highest priority first: round robin one tier
+// of every thread; warpgroup priority a tier per warpgroup; kOneWarpLast every thread but warp
+// `last_warp`'s, then those.
+static std::vector<std::vector<int>> ScheduleTiers(Schedule schedule, int threads, int last_warp) {
+  std::vector<std::vector<int>> tiers;
+  if (schedule == Schedule::kRoundRobin || schedule == Schedule::kOneWarpLast) {
+    tiers.resize(schedule == Schedule::kRoundRobin ? 1 : 2);
+    for (int i = 0; i < threads; ++i) {
+      tiers[schedule == Schedule::kOneWarpLast && i / warpSize == last_warp ? 1 : 0].push_back(i);
+    }
+    return tiers;
+  }
+  for (int lo = 0; lo < threads; lo += kWgThreads) {
+    tiers.emplace_back();
+    for (int i = lo; i < std::min(threads, lo + kWgThreads); ++i) tiers.back().push_back(i);
+  }
+  if (schedule == Schedule::kHighWarpgroupsFirst) std::reverse(tiers.begin(), tiers.end());
+  return tiers;
+}
+
 std::string Launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function<void()>& body,
-                   Schedule schedule) {
+                   Schedule schedule, int last_warp) {
   Runtime runtime;
   rt = &runtime;
   g_block_dim = block;
@@ -1150,19 +1170,14 @@ std::string Launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function
           f.ctx.uc_link = &runtime.scheduler;
           makecontext(&f.ctx, FiberEntry, 0);
         }
-        // Round robin: one tier of every thread. Warpgroup priority: a tier per warpgroup;
-        // a pass runs the tiers in priority order and starts over after the first tier that
+        // A pass runs the tiers in priority order and starts over after the first tier that
         // made progress, so lower tiers run only while the higher ones are all blocked.
-        const int tiers =
-            schedule == Schedule::kRoundRobin ? 1 : (threads + kWgThreads - 1) / kWgThreads;
+        const std::vector<std::vector<int>> tiers = ScheduleTiers(schedule, threads, last_warp);
         while (error.empty()) {
           bool progressed = false;
-          for (int k = 0; k < tiers && !progressed; ++k) {
-            const int tier = schedule == Schedule::kHighWarpgroupsFirst ? tiers - 1 - k : k;
-            const int lo = tiers == 1 ? 0 : tier * kWgThreads;
-            const int hi = tiers == 1 ? threads : std::min(threads, lo + kWgThreads);
+          for (size_t k = 0; k < tiers.size() && !progressed; ++k) {
             const long before = runtime.progress;
-            for (int i = lo; i < hi; ++i) {
+            for (int i : tiers[k]) {
               Fiber& f = runtime.fibers[i];
               if (f.done) continue;
               runtime.current = i;

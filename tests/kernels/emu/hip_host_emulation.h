@@ -193,14 +193,17 @@ void WgmmaRegA(float* d, int n, const uint32_t (&a)[4], uint64_t desc_b, bool tr
 // computes the same bits under each: kRoundRobin runs every thread once a pass;
 // kLowWarpgroupsFirst lets the lowest warpgroups (128 threads) run as far ahead as their
 // synchronization allows before the next warpgroup gets a turn (and starts over as soon as
-// one of them can continue); kHighWarpgroupsFirst the same from the highest warpgroup down.
-enum class Schedule { kRoundRobin, kLowWarpgroupsFirst, kHighWarpgroupsFirst };
+// one of them can continue); kHighWarpgroupsFirst the same from the highest warpgroup down;
+// kOneWarpLast runs warp `last_warp` of the block only while every other thread is blocked (a
+// warp whose arrivals nobody waits for falls behind by any number of mbarrier phases: its
+// parity waits must not depend on it staying close).
+enum class Schedule { kRoundRobin, kLowWarpgroupsFirst, kHighWarpgroupsFirst, kOneWarpLast };
 
 // Runs `body` as every thread of `grid` x `block` with `smem_bytes` of dynamic shared
 // memory. Returns "" or what went wrong (a deadlock at a barrier or mbarrier, cp.async copies a
 // thread never waited for, wgmmas never waited for).
 std::string Launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function<void()>& body,
-                   Schedule schedule = Schedule::kRoundRobin);
+                   Schedule schedule = Schedule::kRoundRobin, int last_warp = 0);
 
 }  // namespace mlaps_emu
 

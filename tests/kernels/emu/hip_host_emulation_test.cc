@@ -305,6 +305,31 @@ TEST(HipHostEmulationTest, MbarrierPhasesAndDeadlockReport) {
       << error;
 }
 
+// Schedule::kOneWarpLast: the warp held back runs only while every other thread is blocked, so
+// the parity wait of a warp that nothing waits for finds its phase two completions old (and
+// waits for good: a deadlock), where round robin lets it keep up.
+TEST(HipHostEmulationTest, OneWarpLastLetsAnUnwaitedWarpFallTwoPhasesBehind) {
+  const auto kernel = [] {
+    if (threadIdx.x == 0) mlaps_emu::MbarInit(8, 64);
+    __syncthreads();
+    if (threadIdx.x / warpSize == 1) {
+      mlaps_emu::MbarWait(8, 0);  // phase 0 complete
+      return;
+    }
+    for (uint32_t k = 0; k < 2; ++k) {  // warps 0 and 2: two phases, not waiting for warp 1
+      mlaps_emu::MbarArrive(8);
+      mlaps_emu::MbarWait(8, k & 1);
+    }
+  };
+  EXPECT_EQ(Launch(dim3(1), dim3(96), 64, kernel), "");
+  const std::string error =
+      Launch(dim3(1), dim3(96), 64, kernel, mlaps_emu::Schedule::kOneWarpLast, /*last_warp=*/1);
+  EXPECT_NE(error.find("deadlock"), std::string::npos) << error;
+  EXPECT_NE(error.find("threads 32-63: mbarrier 0x8 parity 0 (phase 2, 64 of 64 arrivals pending)"),
+            std::string::npos)
+      << error;
+}
+
 // mbarrier.arrive with a count: one thread's arrival for several completes the phase as that
 // many single arrivals do; a count above the arrivals the phase still waits for aborts.
 TEST(HipHostEmulationTest, MbarrierCountedArrivals) {

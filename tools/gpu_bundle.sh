@@ -16,7 +16,8 @@
 #            runfiles); implies --pack,
 #          --pack: the binaries travel xz-packed in bin.tar.xz (a dozen 12 MB binaries would
 #            pass the device tool's 64 MiB carry; packed each is ~1.5 MB); run.sh unpacks them
-#            on its first start (or: tar -C gpu_bundle/bin -xJf gpu_bundle/bin.tar.xz).
+#            on its first start (or: tar -C gpu_bundle/bin -xJf gpu_bundle/bin.tar.xz), so carry
+#            a bundle before running it here (unpacked, it keeps both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -69,10 +69,11 @@ constexpr int kSm90PrefetchAhead = MLAPS_SM90_PROBE_PREFETCH_AHEAD;
 #else
 constexpr int kSm90PrefetchAhead = 2;  // kv blocks between a block's L2 fill and its copies
 #endif
-// Producer variants built and checked on the CPU emulation (//tests/kernels/decode:
-// mla_decode_sm90_variants_emu_test runs them) but not yet timed on the GPU, so off by default
-// (notes.md, session 29); a GPU build switches one on with --define=mlaps_sm90_<name>=1
-// (page_ids_by_warp, counted_arrivals, consumer_refill: kernels/decode/BUILD.bazel):
+// Producer variants checked on the CPU emulation (//tests/kernels/decode:
+// mla_decode_sm90_variants_emu_test runs them) and timed on an H100 in session 30: page ids by
+// warp within noise, the others 1-31% slower than the default (notes.md), so off, and to be
+// deleted; a GPU build switches one on with --define=mlaps_sm90_<name>=1 (page_ids_by_warp,
+// counted_arrivals, consumer_refill, consumer_rope_refill: kernels/decode/BUILD.bazel):
 //   MLAPS_SM90_PAGE_IDS_BY_WARP  the bf16 f16pv producer's page ids (kPageIdAhead) loaded a warp
 //                                of blocks at a time and handed out by a shuffle;
 //   MLAPS_SM90_COUNTED_ARRIVALS  the TMA issuer arrives on landed for the copy threads of its

@@ -8,9 +8,10 @@
 // the fp64 reference under docs/design.md's gates, with the kernel's trace compared with the
 // plan's (tests/kernels/decode/sm90_emu_harness.h). Every case runs again with the low or the
 // high warpgroups as far ahead of the others as their waits allow, and with the producer's
-// second copy warp as far behind (mlaps_emu::Schedule), and must write the same bits. The emulation aborts with a message where a kernel breaks a PTX
-// rule it checks (poisoned or rewritten wgmma operands, misaligned swizzle atoms, accumulators
-// touched in flight, a wgmma chain without a fence) and reports deadlocks.
+// second copy warp as far behind (mlaps_emu::Schedule), and must write the same bits. The emulation
+// aborts with a message where a kernel breaks a PTX rule it checks (poisoned or rewritten wgmma
+// operands, misaligned swizzle atoms, accumulators touched in flight, a wgmma chain without a
+// fence) and reports deadlocks.
 #include <cstdint>
 #include <string>
 #include <vector>

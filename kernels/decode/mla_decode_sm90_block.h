@@ -13,12 +13,6 @@
 #include "kernels/decode/mla_decode_sm90_probe.h"
 #include "kernels/decode/sm90_primitives.h"
 
-// The consumer-issued rope chunk (a producer variant, off by default: mla_decode_sm90_producer.h)
-// takes two more mbarriers; without it the layout is as it was measured.
-#if !defined(MLAPS_SM90_CONSUMER_ROPE_REFILL)
-#define MLAPS_SM90_CONSUMER_ROPE_REFILL 0
-#endif
-
 namespace mlaps {
 namespace mla {
 
@@ -51,10 +45,7 @@ struct SmemSm90 {
   static constexpr int kScoreStats = kRowLFull + 2;    // [block % 2]: f16pv, P and stats out
   static constexpr int kEmptyChunk = kScoreStats + 2;  // [2 slots][8 chunks]: bf16 f16pv, a V
                                                        // chunk read (CopyItemSm90's kChunkFree)
-  static constexpr int kProducerTurn = kEmptyChunk + 2 * 8;  // [2 slots]: a producer-filled
-                                                             // block's slot free after consumer-
-                                                             // filled ones (CopyItemSm90)
-  static constexpr int kNumBars = kProducerTurn + (MLAPS_SM90_CONSUMER_ROPE_REFILL ? 2 : 0);
+  static constexpr int kNumBars = kEmptyChunk + 2 * 8;
   static constexpr int kUsed = kBars + kNumBars * 8;
   // The 128-byte swizzle repeats every 1024 bytes and wgmma assumes chunk bases on that
   // grid: the dynamic shared memory base is rounded up to it.
@@ -146,11 +137,6 @@ struct Sm90Bars {
   // Chunk c (0-7) of slot `slot` (0, 1) read by its consumer (kChunkFree kernels).
   __device__ uint32_t EmptyChunk(int slot, int c) const {
     return base + 8 * (SmemSm90::kEmptyChunk + slot * 8 + c);
-  }
-  // Slot `slot` (0, 1) freed by both consumers where the producer fills its next block after
-  // blocks the consumers filled themselves (MLAPS_SM90_CONSUMER_ROPE_REFILL).
-  __device__ uint32_t ProducerTurn(int slot) const {
-    return base + 8 * (SmemSm90::kProducerTurn + slot);
   }
 };
 

@@ -228,10 +228,8 @@ __device__ __forceinline__ void LoadBf16VtTile(uint32_t kv, int w, int m, int wt
 // during the rest of the P V rather than after it: the S of the owner's next block in this slot
 // follows at once (notes.md, session 23). Every tile has retired when it returns.
 __device__ __forceinline__ void Bf16PvT(const Sm90Bars& bars, uint32_t kv, int slot, int w,
-                                        int wtid, float (&o)[4][32], uint32_t (&raw)[4][4],
-                                        const TmaMap* kv_map, uint32_t n, int32_t refill_row) {
+                                        int wtid, float (&o)[4][32], uint32_t (&raw)[4][4]) {
   const uint64_t p0 = MatrixDesc(kv + 8 * L::kChunk, 16, 1024, kSwizzle128B);
-  const bool refill = kSm90ConsumerRefill && WarpUniform(refill_row >= 0);
   uint32_t a[2][4][4];
 #pragma unroll
   for (int m = 0; m < 4; ++m) {
@@ -251,8 +249,6 @@ __device__ __forceinline__ void Bf16PvT(const Sm90Bars& bars, uint32_t kv, int s
       MLAPS_SM90_PV_MMA(WgmmaM64N64K16F16RegA(o[m], a[m & 1][kk], p0 + ((kk * 32) >> 4), 1));
     }
     WgmmaCommit();
-    // After the tile's wgmmas issued: by then every warp has freed its chunk.
-    if (refill) RefillChunk(bars, kv_map, kv, slot, 4 * w + m, n, refill_row, wtid);
   }
   WgmmaWait<0>();
 #pragma unroll
@@ -590,7 +586,7 @@ __device__ __forceinline__ void FinishItem(const MlaDecodeParams& p, const Item&
 // this block ran before the item; `item`: items before it. Returns the item's kv blocks.
 template <bool kFp8>
 __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* smem, uint32_t seq,
-                           uint32_t item, int w, const TmaMap* kv_map) {
+                           uint32_t item, int w) {
   const F16PvPlace at = PlaceOf(smem);
   const int nblk = BlocksOf(it);
   const float scale_log2 = p.sm_scale * p.q_scale * p.kv_scale * kLog2e;
@@ -633,8 +629,6 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
     for (int t = 0; t < 4; ++t) PinAccumulators(o[t]);
     if (i > 0) MbarArrive(at.bars.Empty(slot_of(seq + i - 1), w));
   };
-  // kSm90ConsumerRopeRefill: bit j, block i + j was filled by the consumers (RefillRopeChunk).
-  uint32_t filled = 0;
   const int first_own = static_cast<int>((seq & 1) != static_cast<uint32_t>(w));
   MbarWait(at.bars.QFull(), item & 1);
   if (first_own >= nblk) MbarArrive(at.bars.QEmpty());
@@ -693,34 +687,12 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
       LoadBf16VtTile(at.base + L::kKv + slot * L::kTile, w, 0, at.wtid, vt_first);
     }
     RescaleO(at, o, n);
-    int32_t refill_row = -1;
     if constexpr (kFp8) {
       RawPvT<!kPvLate>(RawRows(at.base, slot), p_tile, w, at.wtid, o, pv_a, v_first);
     } else {
-      // The rows of block i + 2, which we load into our V chunks of this slot as we free them
-      // (RefillChunk), or -1 (the producer loads it). Read here, not at the block's start: held
-      // through S and the softmax, it spilled.
-      refill_row = kSm90ConsumerRefill && i + 2 < nblk ? TmaRowOf(p, it, i + 2) : -1;
-      Bf16PvT(at.bars, at.base + L::kKv + slot * L::kTile, slot, w, at.wtid, o, vt_first, kv_map, n,
-              refill_row);
+      Bf16PvT(at.bars, at.base + L::kKv + slot * L::kTile, slot, w, at.wtid, o, vt_first);
     }
     if (!kPvLate) MbarArrive(at.bars.Empty(slot, w));
-    if constexpr (!kFp8 && kSm90ConsumerRopeRefill) {
-      // Block i + 2 filled by the consumers: its rope chunk by the one that does not own n.
-      // Else, where block i was (bit 0 of `filled`), the producer fills this slot next and waits
-      // for both of us (producer_turn), having waited for none of block i's frees.
-      if (WarpUniform(refill_row >= 0)) {
-        if (!own)
-          RefillRopeChunk(at.bars, kv_map, at.base + L::kKv + slot * L::kTile, slot, n, refill_row,
-                          at.wtid);
-      } else if (filled & 1) {
-        HandSlotToProducer(at.bars, slot, w, n, at.wtid);
-      }
-      filled = (filled >> 1) | (refill_row >= 0 ? 2u : 0u);
-      // Without this fence ptxas injects its own in the waits' divergent path above, and
-      // serializes every wgmma of the kernel (C7520).
-      WgmmaFence();
-    }
     MLAPS_SM90_TRACE_AT(kTracePvEnd, n);
   }
   retire_pv(nblk);
@@ -749,7 +721,7 @@ __global__ void __launch_bounds__(kF16PvThreads, 1)
   RunSm90Block<kFp8, /*kWiden=*/false, SmemSm90::kRows, /*kTma=*/true, /*kOneConsumerCode=*/true,
                /*kEvictFirst=*/true, kConsumerRegs, /*kL2Fill=*/!kFp8, /*kChunkFree=*/!kFp8>(
       p, &kv_map, [&](int w, const Item& it, uint8_t* smem, uint32_t seq, uint32_t item) {
-        return RunConsumer<kFp8>(p, it, smem, seq, item, w, &kv_map);
+        return RunConsumer<kFp8>(p, it, smem, seq, item, w);
       });
 #endif
 }

@@ -20,9 +20,6 @@
 //   empty_chunk[s][c]  (kChunkFree kernels, the bf16 f16pv one) chunk c < 8 of slot s read by
 //                its consumer, which refills it before that consumer's half is done; chunk 8
 //                still waits for both empty[s][w];
-//   producer_turn[s]  (MLAPS_SM90_CONSUMER_ROPE_REFILL builds) both consumers -> producer: the
-//                block before the one the producer fills in slot s, which the consumers had
-//                filled themselves, freed (CopyItemSm90, HandSlotToProducer);
 //   stats, row_l_full  for the consumers' own handoffs;
 //   q_full / q_empty  the Q tile written / both consumers done with it; phases by item index:
 //                each item completes one phase of each (q_landed too), with or without kv
@@ -69,47 +66,6 @@ constexpr int kSm90PrefetchAhead = MLAPS_SM90_PROBE_PREFETCH_AHEAD;
 #else
 constexpr int kSm90PrefetchAhead = 2;  // kv blocks between a block's L2 fill and its copies
 #endif
-// Producer variants checked on the CPU emulation (//tests/kernels/decode:
-// mla_decode_sm90_variants_emu_test runs them) and timed on an H100 in session 30: page ids by
-// warp within noise, the others 1-31% slower than the default (notes.md), so off, and to be
-// deleted; a GPU build switches one on with --define=mlaps_sm90_<name>=1 (page_ids_by_warp,
-// counted_arrivals, consumer_refill, consumer_rope_refill: kernels/decode/BUILD.bazel):
-//   MLAPS_SM90_PAGE_IDS_BY_WARP  the bf16 f16pv producer's page ids (kPageIdAhead) loaded a warp
-//                                of blocks at a time and handed out by a shuffle;
-//   MLAPS_SM90_COUNTED_ARRIVALS  the TMA issuer arrives on landed for the copy threads of its
-//                                warp and one lane of the other copy warp for that warp (which
-//                                waits for the frees too: were nothing to wait for its arrival,
-//                                it could fall two phases behind its parity waits), and one
-//                                converter thread publishes full for all converters, where
-//                                chunks stay as they landed (!kWiden);
-//   MLAPS_SM90_CONSUMER_REFILL   (needs counted arrivals) kChunkFree kernels: a consumer that
-//                                frees V chunk c (< 8) of block t - 2 issues the TMA of chunk c
-//                                of block t itself where block t is TMA-shaped and of the same
-//                                item (RefillChunk); the producer still waits for the free (its
-//                                phases) but issues only chunk 8;
-//   MLAPS_SM90_CONSUMER_ROPE_REFILL  (needs consumer refills) chunk 8 of such a block too, by the
-//                                consumer that does not own block t - 2, once both consumers
-//                                freed it (RefillRopeChunk): the producer skips these blocks,
-//                                and where it fills a slot again after them it waits for
-//                                producer_turn[slot] (both consumers done with the block before),
-//                                not for the frees' parities, which it no longer walks (notes.md,
-//                                session 30).
-#if !defined(MLAPS_SM90_PAGE_IDS_BY_WARP)
-#define MLAPS_SM90_PAGE_IDS_BY_WARP 0
-#endif
-#if !defined(MLAPS_SM90_COUNTED_ARRIVALS)
-#define MLAPS_SM90_COUNTED_ARRIVALS 0
-#endif
-#if !defined(MLAPS_SM90_CONSUMER_REFILL)
-#define MLAPS_SM90_CONSUMER_REFILL 0
-#endif
-constexpr bool kSm90CountedArrivals = MLAPS_SM90_COUNTED_ARRIVALS;
-constexpr bool kSm90ConsumerRefill = MLAPS_SM90_CONSUMER_REFILL;
-constexpr bool kSm90ConsumerRopeRefill = MLAPS_SM90_CONSUMER_ROPE_REFILL;
-static_assert(!kSm90ConsumerRefill || kSm90CountedArrivals,
-              "consumer refills arrive for the copy threads (counted arrivals)");
-static_assert(!kSm90ConsumerRopeRefill || kSm90ConsumerRefill,
-              "the rope chunk refilled by a consumer needs the V chunks refilled by them");
 constexpr int kSm90CopyThreads = 64;
 constexpr int kSm90ConvertThreads = 64;
 
@@ -382,65 +338,6 @@ __device__ __forceinline__ int32_t TmaRowOf(const MlaDecodeParams& p, const Item
   return page * p.page_size + static_cast<int32_t>(j0 & (p.page_size - 1));
 }
 
-// The TMA load of chunk c of a kv block (64 rows from kv cache row `row`) to shared address
-// `dst`, completing on `landed` (landed[slot][c]), by the one thread that issues it: with counted
-// arrivals it also arrives for `others` copy threads (which then arrive no more).
-template <bool kFp8, bool kEvictFirst>
-__device__ __forceinline__ void LoadChunkByTma(uint32_t landed, const TmaMap* kv_map, int c,
-                                               uint32_t dst, int32_t row, int others) {
-  constexpr uint32_t kBytes = 64 * 64 * ChunkMap<kFp8>::kElem;
-  MbarArriveExpectTx(landed, kBytes);
-  TmaLoad2D<kEvictFirst>(dst, kv_map, 64 * c, row, landed);
-  if (kSm90CountedArrivals) MbarArriveCount(landed, others);
-}
-
-// kChunkFree kernels with kSm90ConsumerRefill: consumer thread `wtid`'s part of the refill of
-// chunk c (< 8) of the slot at shared address `tile`, freed by the consumer's P V of block n (the
-// EmptyChunk phase of n), with the rows of block n + 2 from kv cache row `row` (TmaRowOf >= 0,
-// the same item: CopyItemSm90 leaves these chunks to the consumers). Warp 0 waits for the free
-// (every warp of the consumer holds the chunk in registers) and its lane 0 issues the TMA on
-// landed[slot][c], arriving for the copy threads; the converters publish it as usual.
-__device__ __forceinline__ void RefillChunk(const Sm90Bars& bars, const TmaMap* kv_map,
-                                            uint32_t tile, int slot, int c, uint32_t n, int32_t row,
-                                            int wtid) {
-  if (wtid >= warpSize) return;
-  MbarWait(bars.EmptyChunk(slot, c), (n >> 1) & 1);
-  if (wtid == 0) {
-    LoadChunkByTma</*kFp8=*/false, /*kEvictFirst=*/true>(
-        bars.Landed(slot, c), kv_map, c, tile + c * SmemSm90::kChunk, row, kSm90CopyThreads - 1);
-  }
-}
-
-// kChunkFree kernels with kSm90ConsumerRopeRefill: consumer thread `wtid`'s part of the refill
-// of chunk 8 (the rope, and block n's P^T) of the slot at `tile` with the rows of block n + 2 from
-// kv cache row `row`, by the consumer that does not own block n, after its P V of n: warp 0 waits
-// for both consumers' frees of n (empty[slot][0], [1]: the owner's is usually in long since) and
-// its lane 0 issues the TMA as RefillChunk does.
-__device__ __forceinline__ void RefillRopeChunk(const Sm90Bars& bars, const TmaMap* kv_map,
-                                                uint32_t tile, int slot, uint32_t n, int32_t row,
-                                                int wtid) {
-  if (wtid >= warpSize) return;
-  MbarWait(bars.Empty(slot, 0), (n >> 1) & 1);
-  MbarWait(bars.Empty(slot, 1), (n >> 1) & 1);
-  if (wtid == 0) {
-    LoadChunkByTma</*kFp8=*/false, /*kEvictFirst=*/true>(
-        bars.Landed(slot, 8), kv_map, 8, tile + 8 * SmemSm90::kChunk, row, kSm90CopyThreads - 1);
-  }
-}
-
-// kChunkFree kernels with kSm90ConsumerRopeRefill: consumer w's part of handing the slot of block
-// n back to the producer where the consumers filled n and the producer fills n + 2: warp 0 waits
-// for w's frees of n (its V chunks, empty[slot][w]: every phase of these is waited for, which
-// the producer no longer does for such blocks) and its lane 0 arrives on producer_turn[slot].
-__device__ __forceinline__ void HandSlotToProducer(const Sm90Bars& bars, int slot, int w,
-                                                   uint32_t n, int wtid) {
-  if (wtid >= warpSize) return;
-#pragma unroll
-  for (int m = 0; m < 4; ++m) MbarWait(bars.EmptyChunk(slot, 4 * w + m), (n >> 1) & 1);
-  MbarWait(bars.Empty(slot, w), (n >> 1) & 1);
-  if (wtid == 0) MbarArrive(bars.ProducerTurn(slot));
-}
-
 // The copy threads' part of one item: the Q tile (once both consumers released the previous
 // item's, q_empty) and each kv block into slot n % 2, chunk by chunk as the consumers free the
 // slot's halves (slot 0 frees chunks 0-3 with consumer 0's P V and 4-7 with consumer 1's; slot 1
@@ -452,13 +349,10 @@ __device__ __forceinline__ void HandSlotToProducer(const Sm90Bars& bars, int slo
 // kL2Fill: the L2 fill ahead of the cp.async blocks (PrefetchKvBlock). kChunkFree (a two-slot
 // ring whose consumers free each V chunk once they read it, the bf16 f16pv kernel): chunks 0-7
 // are refilled as empty_chunk[slot][c] says, chunk 8 once both halves were freed.
-// `turns` (kSm90ConsumerRopeRefill; kept across items, 0 at the first): bit s, slot s's last
-// block was filled by the consumers; bit 2 + s, the parity of producer_turn[s]'s next phase.
 template <bool kFp8, int kQRows, bool kTma, bool kEvictFirst, bool kRaw = false,
           bool kL2Fill = true, bool kChunkFree = false, bool kPageIdAhead = false>
 __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
-                             uint32_t seq, uint32_t item, int nblk, const TmaMap* kv_map,
-                             uint32_t& turns) {
+                             uint32_t seq, uint32_t item, int nblk, const TmaMap* kv_map) {
   using L = SmemSm90;
   const int ctid = threadIdx.x & (kSm90WgThreads - 1);
   const Sm90Bars bars{SmemAddr(smem) + L::kBars};
@@ -476,30 +370,17 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
                                  smem + L::kQ, kRaw ? kRawQAt : ChunkMap<kFp8>::kStaging);
   CpAsyncArrive(bars.QLanded());
   using Ring = KvRing<kRaw>;
-#if MLAPS_SM90_PAGE_IDS_BY_WARP
-  // kPageIdAhead: lane l of each copy warp holds the TMA row of block 32 k + l (k = t / 32, a
-  // warp's lanes), loaded at block 32 k and handed to each block by a shuffle: one global
-  // load's latency every warp-size blocks, none on the way from a block's frees to its TMAs.
-  const int lane = ctid % warpSize;
-  int32_t lane_tma_row = -1;
-#else
   // kPageIdAhead: the page id of block t + 1 is read at the start of block t, so that its global
   // load's latency passes during block t's waits instead of after its last chunk.
   int32_t next_tma_row = kTma && kPageIdAhead ? TmaRowOf(p, it, 0) : -1;
-#endif
   for (int t = 0; t < nblk; ++t) {
     const uint32_t n = seq + t;
     const int slot = Ring::SlotOf(n);
     MLAPS_SM90_TRACE_AT(kTraceBlockTop, n);
     int32_t tma_row = -1;
     if constexpr (kTma && kPageIdAhead) {
-#if MLAPS_SM90_PAGE_IDS_BY_WARP
-      if (t % warpSize == 0) lane_tma_row = t + lane < nblk ? TmaRowOf(p, it, t + lane) : -1;
-      tma_row = __shfl(lane_tma_row, t % warpSize);
-#else
       tma_row = WarpUniform(next_tma_row);
       if (t + 1 < nblk) next_tma_row = TmaRowOf(p, it, t + 1);
-#endif
     } else if constexpr (kTma) {
       tma_row = WarpUniform(TmaRowOf(p, it, t));
     }
@@ -516,27 +397,9 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
         (!kTma || !WarpUniform(TmaShaped(p, it, t + kSm90PrefetchAhead)))) {
       PrefetchKvBlock<kFp8>(p, it, t + kSm90PrefetchAhead, ctid);
     }
-    // kSm90ConsumerRopeRefill: a block the consumers fill whole (RefillRopeChunk) is skipped;
-    // the first one we fill in its slot after such blocks waits for producer_turn[slot] (both
-    // consumers freed the block before it), whose phases stay within one of ours (the next one
-    // needs this block), where the frees' parities may have moved on by any number of phases.
-    constexpr bool kRopeByConsumers = kChunkFree && kSm90ConsumerRopeRefill;
-    bool freed = false;  // the whole slot is known free
-    if constexpr (kRopeByConsumers) {
-      if (t >= Ring::kSlots && tma_row >= 0) {
-        turns |= 1u << slot;
-        continue;
-      }
-      if ((turns >> slot) & 1) {
-        MLAPS_SM90_TIMED(9, MbarWait(bars.ProducerTurn(slot), (turns >> (2 + slot)) & 1));
-        turns ^= (1u << slot) | (1u << (2 + slot));
-        freed = true;
-      }
-    }
     // Positions 0-3 once their half was freed, then 4-8 (chunk 8 needs both). (A kernel whose
     // consumer reads a whole block frees both halves: the narrow fp8 one.)
     auto wait_free = [&](int pos) {
-      if (kRopeByConsumers && freed) return;
       if constexpr (kChunkFree) {
         static_assert(!kRaw && Ring::kSlots == 2, "chunk frees: the two-slot ring");
         const int c = ChunkAt(slot, pos);
@@ -581,12 +444,6 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
       continue;
     }
     MLAPS_SM90_TRACE_AT(kTraceCopy, n);
-    // Chunks 0-7 of a block that its slot's consumers refill themselves (RefillChunk): the
-    // frees are still waited for, nothing issued. (The producer must wait for every phase of
-    // the frees in turn: its parity waits hold only within one phase of the barrier, and its
-    // chunk 8 keeps the consumers within one phase of it. With kSm90ConsumerRopeRefill these
-    // blocks were skipped above.)
-    const bool consumers_fill = kChunkFree && kSm90ConsumerRefill && t >= Ring::kSlots;
 #pragma unroll
     for (int pos = 0; pos < L::kChunks; ++pos) {
       wait_free(pos);
@@ -594,23 +451,18 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
       if (pos == 4) MLAPS_SM90_TRACE_AT(kTraceTma4, n);
       if (pos == 8) MLAPS_SM90_TRACE_AT(kTraceTma8, n);
       const int c = ChunkAt(slot, pos);
-      if (consumers_fill && c < 8) continue;
       if (ctid == 0) {
 #if defined(MLAPS_SM90_PROBE_SKIP_COPY)
-        // probe variants only: no kv data moves
-        MbarArriveCount(bars.Landed(slot, c), kSm90CountedArrivals ? warpSize : 1);
+        MbarArrive(bars.Landed(slot, c));  // probe variants only: no kv data moves
         continue;
 #endif
-        LoadChunkByTma<kFp8, kEvictFirst>(bars.Landed(slot, c), kv_map, c,
-                                          SmemAddr(tile) + c * L::kChunk + rows_at, tma_row,
-                                          warpSize - 1);
+        constexpr uint32_t kBytes = 64 * 64 * ChunkMap<kFp8>::kElem;
+        MbarArriveExpectTx(bars.Landed(slot, c), kBytes);
+        TmaLoad2D<kEvictFirst>(SmemAddr(tile) + c * L::kChunk + rows_at, kv_map, 64 * c, tma_row,
+                               bars.Landed(slot, c));
         if (pos == 8) MLAPS_SM90_TRACE_AT(kTraceTma8Issued, n);
-      } else if (!kSm90CountedArrivals) {
+      } else {
         MbarArrive(bars.Landed(slot, c));
-      } else if (ctid % warpSize == 0) {
-        // Each other copy warp arrives for itself: nothing else would keep it within a phase of
-        // the consumers, whose frees (and producer_turn) it waits for with parity waits.
-        MbarArriveCount(bars.Landed(slot, c), warpSize);
       }
     }
   }
@@ -646,10 +498,6 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
   for (int t = 0; t < nblk; ++t) {
     const uint32_t n = seq + t;
     const int slot = Ring::SlotOf(n);
-    // Chunks kept as they landed (!kWiden) with counted arrivals: one converter thread waits,
-    // fences and arrives for all of them (its warp waits beside it, the other warp not at all).
-    constexpr bool kOneHops = !kWiden && kSm90CountedArrivals;
-    if (kOneHops && vtid >= warpSize) continue;
 #pragma unroll 1
     for (int pos = 0; pos < L::kChunks; ++pos) {
       const int c = ChunkAt(slot, pos);
@@ -658,13 +506,8 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
         MLAPS_SM90_TIMED(12,
                          ConvertChunk<kFp8>(c, vtid, base + L::kKv + Ring::TileOf(slot), range));
       }
-      if (!kOneHops) {
-        MLAPS_SM90_TIMED(15, FenceProxyAsync());  // the consumers' wgmma reads the chunk
-        MbarArrive(bars.Full(slot, c));
-      } else if (vtid == 0) {
-        FenceProxyAsync();
-        MbarArriveCount(bars.Full(slot, c), kSm90ConvertThreads);
-      }
+      MLAPS_SM90_TIMED(15, FenceProxyAsync());  // the consumers' wgmma reads the chunk
+      MbarArrive(bars.Full(slot, c));
     }
   }
   if (kWiden && !kFp8 && ((range & 0x7fffu) >= 0x4780u || (range >> 16) >= 0x4780u)) {
@@ -677,13 +520,13 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
 template <bool kFp8, bool kWiden, int kQRows, bool kTma, bool kEvictFirst, bool kL2Fill,
           bool kChunkFree>
 __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
-                               uint32_t seq, uint32_t item, const TmaMap* kv_map, uint32_t& turns) {
+                               uint32_t seq, uint32_t item, const TmaMap* kv_map) {
   const int nblk = BlocksOf(it);
   if ((threadIdx.x & (kSm90WgThreads - 1)) < kSm90CopyThreads) {
     // The page id a block ahead where it was measured faster: the bf16 f16pv kernel (kChunkFree,
     // 1-2%); the narrow bf16 kernel ran 1.5% slower with it, fp8 f16pv (128,2) 1% (notes.md).
     CopyItemSm90<kFp8, kQRows, kTma, kEvictFirst, kFp8 && !kWiden, kL2Fill, kChunkFree,
-                 /*kPageIdAhead=*/kChunkFree>(p, it, smem, cu, seq, item, nblk, kv_map, turns);
+                 /*kPageIdAhead=*/kChunkFree>(p, it, smem, cu, seq, item, nblk, kv_map);
   } else {
     ConvertItemSm90<kFp8, kWiden, kQRows>(p, smem, cu, seq, item, nblk);
   }
@@ -713,15 +556,13 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
   if (threadIdx.x == 0) {
     const uint32_t bars = SmemAddr(smem) + SmemSm90::kBars;
     // landed, q_landed: the copy threads' cp.async arrivals; full, q_full: the converters;
-    // empty, stats, score_stats: one consumer; q_empty, row_l_full: both; producer_turn: one
-    // thread of each consumer.
+    // empty, stats, score_stats: one consumer; q_empty, row_l_full: both.
     for (int b = 0; b < SmemSm90::kNumBars; ++b) {
       const bool copy = (b >= SmemSm90::kLanded && b < SmemSm90::kEmpty) || b == SmemSm90::kQLanded;
       const bool convert = b < SmemSm90::kLanded || b == SmemSm90::kQFull;
       MbarInit(bars + 8 * b,
-               copy                           ? kSm90CopyThreads
-               : convert                      ? kSm90ConvertThreads
-               : b >= SmemSm90::kProducerTurn ? 2
+               copy      ? kSm90CopyThreads
+               : convert ? kSm90ConvertThreads
                : b == SmemSm90::kQEmpty || (b >= SmemSm90::kRowLFull && b < SmemSm90::kScoreStats)
                    ? 2 * kSm90WgThreads
                    : kSm90WgThreads);
@@ -736,10 +577,9 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
     SetMaxRegsDec<kProducerRegs>();
 #endif
     MLAPS_SM90_MARK(8, 0);
-    uint32_t turns = 0;  // the copy threads' producer_turn state (CopyItemSm90)
     WalkItems</*kRecord=*/false>(p, kMaxRows, [&](const Item& it, int cu) {
       seq += RunProducerSm90<kFp8, kWiden, kMaxRows, kTma, kEvictFirst, kL2Fill, kChunkFree>(
-          p, it, smem, cu, seq, item, kv_map, turns);
+          p, it, smem, cu, seq, item, kv_map);
       ++item;
     });
     MLAPS_SM90_MARK(9, item);

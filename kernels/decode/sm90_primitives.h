@@ -53,9 +53,6 @@ __device__ __forceinline__ void MbarInit(uint32_t bar, int count) {
   mlaps_emu::MbarInit(bar, count);
 }
 __device__ __forceinline__ void MbarArrive(uint32_t bar) { mlaps_emu::MbarArrive(bar); }
-__device__ __forceinline__ void MbarArriveCount(uint32_t bar, int count) {
-  mlaps_emu::MbarArriveCount(bar, count);
-}
 __device__ __forceinline__ void MbarWait(uint32_t bar, uint32_t parity) {
   mlaps_emu::MbarWait(bar, parity);
 }
@@ -252,12 +249,6 @@ __device__ __forceinline__ void MbarInit(uint32_t bar, int count) {
 // to a thread whose wait sees the phase complete).
 __device__ __forceinline__ void MbarArrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-// `count` arrivals in one operation (release, as MbarArrive), for threads that arrive on
-// behalf of others whose work they ordered before it; count must not exceed the arrivals the
-// phase still waits for.
-__device__ __forceinline__ void MbarArriveCount(uint32_t bar, int count) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
 // Blocks until the barrier's phase with parity `parity` has completed.
 __device__ __forceinline__ void MbarWait(uint32_t bar, uint32_t parity) {

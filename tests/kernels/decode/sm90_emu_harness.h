@@ -52,8 +52,9 @@ inline mla::TmaMap KvTmaMap(const MlaDecodeParams& p, bool fp8, bool raw_e4m3 = 
 }
 
 // The warp that Schedule::kOneWarpLast holds back: the producer warpgroup's second copy warp
-// (threads 32-63 of warpgroup 2), which issues no TMA and, with counted arrivals, could
-// otherwise go without being waited for (mla_decode_sm90_producer.h).
+// (threads 32-63 of warpgroup 2), which issues no TMA: a protocol in which nothing waits for its
+// arrivals lets it fall phases behind its own parity waits (a hang session 30's review found in
+// a producer variant since deleted; notes.md).
 constexpr int kLaggingWarp = 2 * 128 / 32 + 1;
 
 // Decode + reduce for `c` under `plan` in the emulation, outputs poisoned first, the block's

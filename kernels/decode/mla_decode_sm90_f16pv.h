@@ -238,11 +238,19 @@ __device__ __forceinline__ void Bf16PvT(const Sm90Bars& bars, uint32_t kv, int s
     for (int kk = 0; kk < 4; ++kk) {
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
+#if defined(MLAPS_SM90_PROBE_SKIP_WIDEN)  // probe variants only: bf16 bits read as f16
+        // One op for the four of the widening (a plain copy lets ptxas alias the fragments with
+        // the next tile's loads and serialize every wgmma, C7512).
+        a[m & 1][kk][r] = raw[kk][r] & 0xbfffbfffu;
+#else
         a[m & 1][kk][r] = Bf16x2ToF16x2(MulBf16x2(raw[kk][r], kBf16VScale));
+#endif
       }
     }
     MbarArrive(bars.EmptyChunk(slot, 4 * w + m));  // its fragments are in registers
+#if !defined(MLAPS_SM90_PROBE_SKIP_VT_LOAD)        // probe variants only: tile 0's fragments reused
     if (m < 3) LoadBf16VtTile(kv, w, m + 1, wtid, raw);
+#endif
     WgmmaFence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {

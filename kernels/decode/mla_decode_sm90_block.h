@@ -54,8 +54,8 @@ struct SmemSm90 {
   static constexpr int kScoreStats = kRowLFull + 2;    // [block % 2]: f16pv, P and stats out
   static constexpr int kEmptyChunk = kScoreStats + 2;  // [2 slots][8 chunks]: bf16 f16pv, a V
                                                        // chunk read (CopyItemSm90's kChunkFree)
-  static constexpr int kSDone = kEmptyChunk + 2 * 8;  // [2 slots]: kVInPlace, the owner's S of
-                                                     // the slot's block retired
+  static constexpr int kSDone = kEmptyChunk + 2 * 8;   // [2 slots]: kVInPlace, the owner's S of
+                                                       // the slot's block retired
   static constexpr int kVReady = kSDone + 2;  // [2 slots][2 halves]: kVInPlace, V half widened
   static constexpr int kNumBars = kSm90VInPlace ? kVReady + 2 * 2 : kSDone;
   static constexpr int kUsed = kBars + kNumBars * 8;

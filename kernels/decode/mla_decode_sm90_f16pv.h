@@ -193,7 +193,6 @@ __device__ __forceinline__ void RawScores(const Sm90Bars& bars, uint32_t base, u
   }
 }
 
-
 // bf16: the V^T fragments of dims tile m of consumer w (chunk 4 w + m of the slot at `kv`) as
 // they lie in shared memory: 16 dims a warp x 16 tokens a k step, by ldmatrix .trans from the
 // chunk's token rows (lane: matrix j = lane / 8 holds dims + 8 (j & 1) and tokens + 8 (j >> 1);
@@ -463,9 +462,10 @@ __device__ __forceinline__ void RescaleRowsO(const F16PvPlace& at, float (&o)[4]
 }
 
 // The non-owner's statistics of block n (in `slot`; `parity`: its full barriers' phase): the
-// running max after it, our row sums rescaled by its factors, and our half of its V (the
-// owner's S read every chunk, so it has landed: tested at once, waited for only if one had not;
-// our own wait orders our reads of it).
+// running max after it, our row sums rescaled by its factors, and (kVLanded) our half of its V
+// (the owner's S read every chunk, so it has landed: tested at once, waited for only if one had
+// not; our own wait orders our reads of it; V widened in place is waited for as v_ready).
+template <bool kVLanded>
 __device__ __forceinline__ void TakeStats(const F16PvPlace& at, uint32_t n, int slot,
                                           uint32_t parity, int w, float (&m)[2], float (&l)[2]) {
   MLAPS_SM90_TRACE_AT(kTraceStatsWait, n);
@@ -477,7 +477,7 @@ __device__ __forceinline__ void TakeStats(const F16PvPlace& at, uint32_t n, int 
     m[h] = LoadSharedF32(at.base + L::kRowM + 4 * row);
     l[h] *= LoadSharedF32(at.base + L::kPvAlpha + 4 * ((n & 3) * L::kRows + row));
   }
-  if (kSm90VInPlace) return;  // our half of V is waited for as v_ready (Bf16PvInPlace)
+  if (!kVLanded) return;
   bool landed = true;
 #pragma unroll
   for (int c = 0; c < 4; ++c) landed = MbarTest(at.bars.Full(slot, 4 * w + c), parity) && landed;
@@ -726,7 +726,9 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
     } else {
       // The other's statistics of n, and our half of V (the owner waited for it; our own wait
       // orders our reads of it).
-      auto take_stats = [&] { TakeStats(at, n, slot, parity_of(n), w, m, l); };
+      auto take_stats = [&] {
+        TakeStats</*kVLanded=*/kFp8 || !kSm90VInPlace>(at, n, slot, parity_of(n), w, m, l);
+      };
       if (next_s) {
         // Our S of block n + 1 runs on the tensor cores during the other's softmax of n (bf16:
         // issued before the wait and retired in the same branch, before O is rescaled: a wgmma

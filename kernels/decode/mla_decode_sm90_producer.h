@@ -616,8 +616,8 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
       const bool copy = (b >= SmemSm90::kLanded && b < SmemSm90::kEmpty) || b == SmemSm90::kQLanded;
       const bool convert = b < SmemSm90::kLanded || b == SmemSm90::kQFull;
       MbarInit(bars + 8 * b,
-               copy                              ? kSm90CopyThreads
-               : convert                         ? kSm90ConvertThreads
+               copy                                  ? kSm90CopyThreads
+               : convert                             ? kSm90ConvertThreads
                : kVInPlace && b >= SmemSm90::kVReady ? kSm90ConvertThreads / 2
                : b == SmemSm90::kQEmpty || (b >= SmemSm90::kRowLFull && b < SmemSm90::kScoreStats)
                    ? 2 * kSm90WgThreads
@@ -635,8 +635,7 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
     MLAPS_SM90_MARK(8, 0);
     WalkItems</*kRecord=*/false>(p, kMaxRows, [&](const Item& it, int cu) {
       seq += RunProducerSm90<kFp8, kWiden, kMaxRows, kTma, kEvictFirst, kL2Fill, kChunkFree,
-                             kVInPlace>(
-          p, it, smem, cu, seq, item, kv_map);
+                             kVInPlace>(p, it, smem, cu, seq, item, kv_map);
       ++item;
     });
     MLAPS_SM90_MARK(9, item);

@@ -266,9 +266,38 @@ __device__ __forceinline__ void Bf16PvInPlace(const Sm90Bars& bars, uint32_t kv,
                                               uint32_t n, int w, float (&o)[4][32]) {
   const uint64_t v0 = MatrixDesc(kv + 4 * w * L::kChunk, L::kChunk, 1024, kSwizzle128B);
   const uint64_t p0 = MatrixDesc(kv + 8 * L::kChunk, 16, 1024, kSwizzle128B);
-  MbarWait(bars.VReady(slot, w), (n >> 1) & 1);
 #pragma unroll
   for (int t = 0; t < 4; ++t) PinAccumulators(o[t]);
+  if constexpr (kSm90VByChunk) {
+    // Dims tile t (chunk 4 w + t) as soon as the converters published it, one commit group a
+    // tile; each chunk freed (empty_chunk) once its group retired, for the producer's refill.
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      MbarWait(bars.VReady(slot, 4 * w + t), (n >> 1) & 1);
+      WgmmaFence();  // after the wait's branch: else ptxas serializes every wgmma (C7520)
+      const uint64_t vt = v0 + ((t * L::kChunk) >> 4);
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        MLAPS_SM90_PV_MMA(
+            WgmmaM64N64K16F16TransB(o[t], p0 + ((kk * 32) >> 4), vt + ((kk * 16 * 128) >> 4), 1));
+      }
+      WgmmaCommit();
+    }
+    auto retired = [&](int t) {
+      PinAccumulators(o[t]);
+      MbarArrive(bars.EmptyChunk(slot, 4 * w + t));
+    };
+    WgmmaWait<3>();
+    retired(0);
+    WgmmaWait<2>();
+    retired(1);
+    WgmmaWait<1>();
+    retired(2);
+    WgmmaWait<0>();
+    retired(3);
+    return;
+  }
+  MbarWait(bars.VReady(slot, w), (n >> 1) & 1);
   WgmmaFence();
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
@@ -802,7 +831,8 @@ __global__ void __launch_bounds__(kF16PvThreads, 1)
   constexpr int kConsumerRegs = kFp8 ? 240 : kSm90ConsumerRegs;
   RunSm90Block<kFp8, /*kWiden=*/false, SmemSm90::kRows, /*kTma=*/true, /*kOneConsumerCode=*/true,
                /*kEvictFirst=*/true, kConsumerRegs, /*kL2Fill=*/!kFp8,
-               /*kChunkFree=*/!kFp8 && !kSm90VInPlace, /*kVInPlace=*/!kFp8 && kSm90VInPlace>(
+               /*kChunkFree=*/!kFp8 && (!kSm90VInPlace || kSm90VByChunk),
+               /*kVInPlace=*/!kFp8 && kSm90VInPlace>(
       p, &kv_map, [&](int w, const Item& it, uint8_t* smem, uint32_t seq, uint32_t item) {
         return RunConsumer<kFp8>(p, it, smem, seq, item, w);
       });

@@ -485,16 +485,19 @@ __device__ __forceinline__ uint32_t ScaledF16x2OfBf16x2(uint32_t two) {
 // bf16 as it landed) to scaled f16 in place, once the block's owner retired its S
 // (s_done[slot]): the first half of the converters take chunks 0-3, the second 4-7 (consumer h's
 // dims), each thread every 16-byte unit k of its half with k % threads == its index (elementwise:
-// the swizzle does not matter); then published to consumer h (v_ready[slot][h]).
+// the swizzle does not matter), chunk by chunk; then published to consumer h (v_ready[slot][h];
+// kSm90VByChunk: each chunk c as v_ready[slot][c]).
 __device__ __forceinline__ void WidenVHalfInPlace(const Sm90Bars& bars, uint32_t kv_slot,
                                                   uint32_t n, int vtid) {
   constexpr int kThreads = kSm90ConvertThreads / 2;
   constexpr int kUnits = 4 * SmemSm90::kChunk / 16;  // 16-byte units of a half
   constexpr int kBatch = 4;                          // units a thread has in flight
   static_assert(kUnits % (kBatch * kThreads) == 0, "whole batches");
+  constexpr int kChunkUnits = SmemSm90::kChunk / 16;
   const int h = vtid / kThreads;
+  const int slot = static_cast<int>(n & 1);
   const uint32_t half = kv_slot + 4 * h * SmemSm90::kChunk + 16 * (vtid % kThreads);
-  MLAPS_SM90_TIMED(12, MbarWait(bars.SDone(static_cast<int>(n & 1)), (n >> 1) & 1));
+  MLAPS_SM90_TIMED(12, MbarWait(bars.SDone(slot), (n >> 1) & 1));
 #pragma unroll 1
   for (int k = 0; k < kUnits; k += kBatch * kThreads) {
     uint4 u[kBatch];
@@ -506,9 +509,16 @@ __device__ __forceinline__ void WidenVHalfInPlace(const Sm90Bars& bars, uint32_t
                         ScaledF16x2OfBf16x2(u[b].z), ScaledF16x2OfBf16x2(u[b].w));
       StoreShared128(half + 16 * (k + b * kThreads), u[b]);
     }
+    // kSm90VByChunk: each chunk published once it is whole (the consumer starts its P V on it).
+    if (kSm90VByChunk && (k + kBatch * kThreads) % kChunkUnits == 0) {
+      FenceProxyAsync();  // the consumers' wgmma reads V
+      MbarArrive(bars.VReady(slot, 4 * h + k / kChunkUnits));
+    }
   }
-  FenceProxyAsync();  // the consumers' wgmma reads V
-  MbarArrive(bars.VReady(static_cast<int>(n & 1), h));
+  if (!kSm90VByChunk) {
+    FenceProxyAsync();  // the consumers' wgmma reads V
+    MbarArrive(bars.VReady(slot, h));
+  }
 }
 
 // The converter threads' part of one item: each landed chunk to f16 (kWiden; else left as it

@@ -876,7 +876,18 @@ void MbarInit(uint32_t bar, int count) {
   rt->mbars[bar] = Mbarrier{count, count, 0};
 }
 
-void MbarArrive(uint32_t bar) { MbarArrival(MbarAt(bar, "mbarrier.arrive")); }
+// A thread's arrival that completes a phase lets the waiters run before the thread goes on
+// (the scheduler starts its pass over: under a warpgroup-priority schedule a higher tier's
+// waiter reads what the arrival published while the arriving thread has not moved): a release
+// that comes before the writes it should publish is then seen (the writes land under the
+// waiter's reads). Asynchronous arrivals (Land) do not yield: they run inside a waiter's test.
+void ArriveAndLetWaitersRun(Mbarrier& m) {
+  const uint32_t phase = m.phase;
+  MbarArrival(m);
+  if (m.phase != phase) Yield();
+}
+
+void MbarArrive(uint32_t bar) { ArriveAndLetWaitersRun(MbarAt(bar, "mbarrier.arrive")); }
 
 void MbarArriveCount(uint32_t bar, int count) {
   Mbarrier& m = MbarAt(bar, "mbarrier.arrive (count)");
@@ -884,7 +895,8 @@ void MbarArriveCount(uint32_t bar, int count) {
     DieAt("mbarrier.arrive: a count of " + std::to_string(count) + " with " +
           std::to_string(m.pending) + " arrivals pending in the phase (" + WhoAmI() + ")");
   }
-  for (int k = 0; k < count; ++k) MbarArrival(m);
+  for (int k = 0; k < count - 1; ++k) MbarArrival(m);
+  ArriveAndLetWaitersRun(m);
 }
 
 // A wait that returns has seen every phase completed so far.

@@ -330,6 +330,36 @@ TEST(HipHostEmulationTest, OneWarpLastLetsAnUnwaitedWarpFallTwoPhasesBehind) {
       << error;
 }
 
+// A thread's arrival that completes a phase lets the waiters run before the thread goes on:
+// with the waiting warpgroup first, a release placed before the write it should publish shows
+// (the waiter reads the old value); with the write first, the waiter reads the new one.
+TEST(HipHostEmulationTest, AnArrivalThatCompletesAPhaseLetsTheWaitersRunFirst) {
+  const auto Store = [](int v) { std::memcpy(mlaps_emu::SmemBytes(16, 4), &v, 4); };
+  for (const bool write_first : {false, true}) {
+    int seen = -1;
+    const std::string error = Launch(
+        dim3(1), dim3(256), 64,
+        [&] {
+          if (threadIdx.x == 0) {
+            mlaps_emu::MbarInit(8, 1);
+            Store(1);
+          }
+          __syncthreads();
+          if (threadIdx.x == 128) {  // warpgroup 1 publishes
+            if (write_first) Store(2);
+            mlaps_emu::MbarArrive(8);
+            if (!write_first) Store(2);
+          } else if (threadIdx.x == 0) {  // warpgroup 0 waits
+            mlaps_emu::MbarWait(8, 0);
+            std::memcpy(&seen, mlaps_emu::SmemBytes(16, 4), 4);
+          }
+        },
+        mlaps_emu::Schedule::kLowWarpgroupsFirst);
+    EXPECT_EQ(error, "");
+    EXPECT_EQ(seen, write_first ? 2 : 1) << write_first;
+  }
+}
+
 // mbarrier.arrive with a count: one thread's arrival for several completes the phase as that
 // many single arrivals do; a count above the arrivals the phase still waits for aborts.
 TEST(HipHostEmulationTest, MbarrierCountedArrivals) {

@@ -13,23 +13,8 @@
 #include "kernels/decode/mla_decode_sm90_probe.h"
 #include "kernels/decode/sm90_primitives.h"
 
-// The bf16 f16pv kernel with V widened to f16 in place by the producer's converters (a variant,
-// off by default: mla_decode_sm90_f16pv.h) takes six more mbarriers; without it the layout is as
-// it was measured.
-#if !defined(MLAPS_SM90_V_IN_PLACE)
-#define MLAPS_SM90_V_IN_PLACE 0
-#endif
-// With it, V published and freed chunk by chunk (MLAPS_SM90_V_BY_CHUNK) instead of by halves.
-#if !defined(MLAPS_SM90_V_BY_CHUNK)
-#define MLAPS_SM90_V_BY_CHUNK 0
-#endif
-
 namespace mlaps {
 namespace mla {
-
-constexpr bool kSm90VInPlace = MLAPS_SM90_V_IN_PLACE;
-constexpr bool kSm90VByChunk = MLAPS_SM90_V_BY_CHUNK;
-static_assert(!kSm90VByChunk || kSm90VInPlace, "V by chunk: a mode of V widened in place");
 
 // ---- Shared memory of one sm90 block (host-visible: the launch sizes it) ------------------
 
@@ -60,11 +45,7 @@ struct SmemSm90 {
   static constexpr int kScoreStats = kRowLFull + 2;    // [block % 2]: f16pv, P and stats out
   static constexpr int kEmptyChunk = kScoreStats + 2;  // [2 slots][8 chunks]: bf16 f16pv, a V
                                                        // chunk read (CopyItemSm90's kChunkFree)
-  static constexpr int kSDone = kEmptyChunk + 2 * 8;   // [2 slots]: kVInPlace, the owner's S of
-                                                       // the slot's block retired
-  static constexpr int kVReady = kSDone + 2;  // [2 slots][8 chunks]: kVInPlace, V widened (by
-                                              // halves: [slot][h] of the first 4)
-  static constexpr int kNumBars = kSm90VInPlace ? kVReady + 2 * 8 : kSDone;
+  static constexpr int kNumBars = kEmptyChunk + 2 * 8;
   static constexpr int kUsed = kBars + kNumBars * 8;
   // The 128-byte swizzle repeats every 1024 bytes and wgmma assumes chunk bases on that
   // grid: the dynamic shared memory base is rounded up to it.
@@ -156,13 +137,6 @@ struct Sm90Bars {
   // Chunk c (0-7) of slot `slot` (0, 1) read by its consumer (kChunkFree kernels).
   __device__ uint32_t EmptyChunk(int slot, int c) const {
     return base + 8 * (SmemSm90::kEmptyChunk + slot * 8 + c);
-  }
-  // kVInPlace: the S of the block in slot `slot` (0, 1) retired (its owner -> the converters).
-  __device__ uint32_t SDone(int slot) const { return base + 8 * (SmemSm90::kSDone + slot); }
-  // kVInPlace: V half h (chunks 4 h .. 4 h + 3) of slot `slot` widened to f16 and fenced
-  // (converters -> consumer h); kSm90VByChunk: chunk `h` (0-7) of it.
-  __device__ uint32_t VReady(int slot, int h) const {
-    return base + 8 * (SmemSm90::kVReady + slot * 8 + h);
   }
 };
 

@@ -193,6 +193,13 @@ __device__ __forceinline__ void RawScores(const Sm90Bars& bars, uint32_t base, u
   }
 }
 
+// bf16 V's scale on its way to f16 (2^-8 in both bf16 halves; the range it buys: the file
+// comment) and O's at the end.
+constexpr uint32_t kBf16VScale = 0x3b803b80u;
+constexpr float kBf16OUnscale = 256.0f;
+// A finite bf16 V magnitude (bits without the sign) from which the scaled f16 overflows: 2^24.
+constexpr uint32_t kBf16VBeyondF16 = 0x4b80u;
+
 // bf16: the V^T fragments of dims tile m of consumer w (chunk 4 w + m of the slot at `kv`) as
 // they lie in shared memory: 16 dims a warp x 16 tokens a k step, by ldmatrix .trans from the
 // chunk's token rows (lane: matrix j = lane / 8 holds dims + 8 (j & 1) and tokens + 8 (j >> 1);
@@ -236,7 +243,7 @@ __device__ __forceinline__ void Bf16PvT(const Sm90Bars& bars, uint32_t kv, int s
         // the next tile's loads and serialize every wgmma, C7512).
         a[m & 1][kk][r] = raw[kk][r] & 0xbfffbfffu;
 #else
-        a[m & 1][kk][r] = ScaledF16x2OfBf16x2(raw[kk][r]);
+        a[m & 1][kk][r] = Bf16x2ToF16x2(MulBf16x2(raw[kk][r], kBf16VScale));
 #endif
       }
     }
@@ -254,60 +261,6 @@ __device__ __forceinline__ void Bf16PvT(const Sm90Bars& bars, uint32_t kv, int s
   WgmmaWait<0>();
 #pragma unroll
   for (int m = 0; m < 4; ++m) PinAccumulators(o[m]);
-}
-
-// bf16 with kSm90VInPlace: O[:, dims 256 w ..] += P V for the block in the slot at `kv` (its
-// sequence number n), once the converters widened our half of V in place (v_ready[slot][w]):
-// four wgmma m64n256k16 (16 tokens each), P (the rope chunk, K-major) as A and V (chunks 4 w ..
-// 4 w + 3, MN-major: 4 column chunks kChunk apart, 8-token groups 1024 apart) as B, both from
-// shared memory: no V in registers. O is kept as four m64n64 tiles (rows x 64 dims each), the
-// m64n256 fragment. Every wgmma has retired when it returns.
-__device__ __forceinline__ void Bf16PvInPlace(const Sm90Bars& bars, uint32_t kv, int slot,
-                                              uint32_t n, int w, float (&o)[4][32]) {
-  const uint64_t v0 = MatrixDesc(kv + 4 * w * L::kChunk, L::kChunk, 1024, kSwizzle128B);
-  const uint64_t p0 = MatrixDesc(kv + 8 * L::kChunk, 16, 1024, kSwizzle128B);
-#pragma unroll
-  for (int t = 0; t < 4; ++t) PinAccumulators(o[t]);
-  if constexpr (kSm90VByChunk) {
-    // Dims tile t (chunk 4 w + t) as soon as the converters published it, one commit group a
-    // tile; each chunk freed (empty_chunk) once its group retired, for the producer's refill.
-#pragma unroll
-    for (int t = 0; t < 4; ++t) {
-      MbarWait(bars.VReady(slot, 4 * w + t), (n >> 1) & 1);
-      WgmmaFence();  // after the wait's branch: else ptxas serializes every wgmma (C7520)
-      const uint64_t vt = v0 + ((t * L::kChunk) >> 4);
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        MLAPS_SM90_PV_MMA(
-            WgmmaM64N64K16F16TransB(o[t], p0 + ((kk * 32) >> 4), vt + ((kk * 16 * 128) >> 4), 1));
-      }
-      WgmmaCommit();
-    }
-    auto retired = [&](int t) {
-      PinAccumulators(o[t]);
-      MbarArrive(bars.EmptyChunk(slot, 4 * w + t));
-    };
-    WgmmaWait<3>();
-    retired(0);
-    WgmmaWait<2>();
-    retired(1);
-    WgmmaWait<1>();
-    retired(2);
-    WgmmaWait<0>();
-    retired(3);
-    return;
-  }
-  MbarWait(bars.VReady(slot, w), (n >> 1) & 1);
-  WgmmaFence();
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    MLAPS_SM90_PV_MMA(
-        WgmmaM64N256K16F16TransB(o, p0 + ((kk * 32) >> 4), v0 + ((kk * 16 * 128) >> 4), 1));
-  }
-  WgmmaCommit();
-  WgmmaWait<0>();
-#pragma unroll
-  for (int t = 0; t < 4; ++t) PinAccumulators(o[t]);
 }
 
 // fp8: O^T[dims 256 w ..] += V^T P^T for the raw block at `rows`, k step by k step: the A
@@ -476,25 +429,10 @@ __device__ __forceinline__ void RescaleO(const F16PvPlace& at, float (&o)[4][32]
   }
 }
 
-// kSm90VInPlace: O *= block n's rescale factors of the thread's rows r0, r0 + 8 (O's layout is
-// S's), unless no row of the block moved its reference max.
-__device__ __forceinline__ void RescaleRowsO(const F16PvPlace& at, float (&o)[4][32], uint32_t n) {
-  const uint4 moved = LoadShared128(at.base + L::kPvMoved + 16 * (n & 3));
-  if ((moved.x | moved.y | moved.z | moved.w) == 0) return;
-  const uint32_t alpha = at.base + L::kPvAlpha + 4 * (n & 3) * L::kRows;
-  const float f[2] = {LoadSharedF32(alpha + 4 * at.r0), LoadSharedF32(alpha + 4 * (at.r0 + 8))};
-#pragma unroll
-  for (int t = 0; t < 4; ++t) {
-#pragma unroll
-    for (int i = 0; i < 32; ++i) o[t][i] *= f[(i >> 1) & 1];
-  }
-}
-
 // The non-owner's statistics of block n (in `slot`; `parity`: its full barriers' phase): the
-// running max after it, our row sums rescaled by its factors, and (kVLanded) our half of its V
-// (the owner's S read every chunk, so it has landed: tested at once, waited for only if one had
-// not; our own wait orders our reads of it; V widened in place is waited for as v_ready).
-template <bool kVLanded>
+// running max after it, our row sums rescaled by its factors, and our half of its V (the
+// owner's S read every chunk, so it has landed: tested at once, waited for only if one had not;
+// our own wait orders our reads of it).
 __device__ __forceinline__ void TakeStats(const F16PvPlace& at, uint32_t n, int slot,
                                           uint32_t parity, int w, float (&m)[2], float (&l)[2]) {
   MLAPS_SM90_TRACE_AT(kTraceStatsWait, n);
@@ -506,7 +444,6 @@ __device__ __forceinline__ void TakeStats(const F16PvPlace& at, uint32_t n, int 
     m[h] = LoadSharedF32(at.base + L::kRowM + 4 * row);
     l[h] *= LoadSharedF32(at.base + L::kPvAlpha + 4 * ((n & 3) * L::kRows + row));
   }
-  if (!kVLanded) return;
   bool landed = true;
 #pragma unroll
   for (int c = 0; c < 4; ++c) landed = MbarTest(at.bars.Full(slot, 4 * w + c), parity) && landed;
@@ -589,37 +526,6 @@ __device__ __forceinline__ void FinishItem(const MlaDecodeParams& p, const Item&
     }
   }
   const float o_scale = kFp8 ? p.kv_scale : p.kv_scale * kBf16OUnscale;
-  if constexpr (!kFp8 && kSm90VInPlace) {
-    // O's layout (kSm90VInPlace): element i of tile t is row r0 + 8 ((i >> 1) & 1), dims
-    // 256 w + 64 t + 8 (i >> 2) + 2 quad + (i & 1): pairs of dims stored at once.
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = at.r0 + 8 * h;
-      if (row >= it.rows) continue;
-      const float lt = row_sum(row);
-      const float scale = lt > 0.0f ? o_scale / lt : 0.0f;
-      const int d0 = 256 * w + 2 * at.quad;
-#pragma unroll
-      for (int t = 0; t < 4; ++t) {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const float v0 = o[t][4 * j + 2 * h] * scale, v1 = o[t][4 * j + 2 * h + 1] * scale;
-          const int d = d0 + 64 * t + 8 * j;
-          if (it.partial < 0 && p.o_fp32 != nullptr) {
-            *reinterpret_cast<float2*>(p.o_fp32 + FinalRow(p, it, row) * kDimV + d) =
-                make_float2(v0, v1);
-          } else if (it.partial < 0) {
-            *reinterpret_cast<uint32_t*>(p.o + FinalRow(p, it, row) * kDimV + d) =
-                PackBf16x2(v0, v1);
-          } else {
-            *reinterpret_cast<float2*>(p.partial_o + PartialRow(it, row) * kDimV + d) =
-                make_float2(v0, v1);
-          }
-        }
-      }
-    }
-    return;
-  }
   float inv[16];
 #pragma unroll
   for (int k = 0; k < 16; ++k) {
@@ -714,7 +620,6 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
       MLAPS_SM90_TRACE_AT(kTraceSIssued, n);
       WgmmaWait<0>();
       PinAccumulators(s);
-      if (kSm90VInPlace) MbarArrive(at.bars.SDone(slot));  // the converters may widen V
     }
     MLAPS_SM90_TRACE_AT(kTraceSRetired, n);
   };
@@ -755,9 +660,7 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
     } else {
       // The other's statistics of n, and our half of V (the owner waited for it; our own wait
       // orders our reads of it).
-      auto take_stats = [&] {
-        TakeStats</*kVLanded=*/kFp8 || !kSm90VInPlace>(at, n, slot, parity_of(n), w, m, l);
-      };
+      auto take_stats = [&] { TakeStats(at, n, slot, parity_of(n), w, m, l); };
       if (next_s) {
         // Our S of block n + 1 runs on the tensor cores during the other's softmax of n (bf16:
         // issued before the wait and retired in the same branch, before O is rescaled: a wgmma
@@ -773,7 +676,6 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
           take_stats();
           WgmmaWait<0>();
           PinAccumulators(s);
-          if (kSm90VInPlace) MbarArrive(at.bars.SDone(slot_of(n + 1)));
           MLAPS_SM90_TRACE_AT(kTraceSRetired, n + 1);
         }
         if (i + 3 >= nblk) MbarArrive(at.bars.QEmpty());  // our last S of the item
@@ -789,18 +691,13 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
     uint32_t vt_first[4][4];
     if constexpr (kFp8) {
       LoadVtStep(RawRows(at.base, slot) + 4 * w * L::kChunk, 0, at.wtid, v_first);
-    } else if constexpr (!kSm90VInPlace) {
+    } else {
       LoadBf16VtTile(at.base + L::kKv + slot * L::kTile, w, 0, at.wtid, vt_first);
     }
-    if constexpr (!kFp8 && kSm90VInPlace) {
-      RescaleRowsO(at, o, n);
-      Bf16PvInPlace(at.bars, at.base + L::kKv + slot * L::kTile, slot, n, w, o);
-    } else {
-      RescaleO(at, o, n);
-    }
+    RescaleO(at, o, n);
     if constexpr (kFp8) {
       RawPvT<!kPvLate>(RawRows(at.base, slot), p_tile, w, at.wtid, o, pv_a, v_first);
-    } else if constexpr (!kSm90VInPlace) {
+    } else {
       Bf16PvT(at.bars, at.base + L::kKv + slot * L::kTile, slot, w, at.wtid, o, vt_first);
     }
     if (!kPvLate) MbarArrive(at.bars.Empty(slot, w));
@@ -830,9 +727,7 @@ __global__ void __launch_bounds__(kF16PvThreads, 1)
   // (kChunkFree, Bf16PvT).
   constexpr int kConsumerRegs = kFp8 ? 240 : kSm90ConsumerRegs;
   RunSm90Block<kFp8, /*kWiden=*/false, SmemSm90::kRows, /*kTma=*/true, /*kOneConsumerCode=*/true,
-               /*kEvictFirst=*/true, kConsumerRegs, /*kL2Fill=*/!kFp8,
-               /*kChunkFree=*/!kFp8 && (!kSm90VInPlace || kSm90VByChunk),
-               /*kVInPlace=*/!kFp8 && kSm90VInPlace>(
+               /*kEvictFirst=*/true, kConsumerRegs, /*kL2Fill=*/!kFp8, /*kChunkFree=*/!kFp8>(
       p, &kv_map, [&](int w, const Item& it, uint8_t* smem, uint32_t seq, uint32_t item) {
         return RunConsumer<kFp8>(p, it, smem, seq, item, w);
       });

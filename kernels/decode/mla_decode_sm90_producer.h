@@ -468,68 +468,11 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
   }
 }
 
-// bf16 V's scale on its way to f16 (2^-8 in both bf16 halves: every finite bf16 magnitude in
-// [2^-6, 2^24) is then an exact f16; mla_decode_sm90_f16pv.h) and O's at the end.
-constexpr uint32_t kBf16VScale = 0x3b803b80u;
-constexpr float kBf16OUnscale = 256.0f;
-// A finite bf16 V magnitude (bits without the sign) from which the scaled f16 overflows: 2^24.
-constexpr uint32_t kBf16VBeyondF16 = 0x4b80u;
-
-// Two bf16 V values scaled by 2^-8 and widened to f16 (the f16pv kernel's V, in registers or,
-// kVInPlace, in shared memory).
-__device__ __forceinline__ uint32_t ScaledF16x2OfBf16x2(uint32_t two) {
-  return Bf16x2ToF16x2(MulBf16x2(two, kBf16VScale));
-}
-
-// kVInPlace: converter thread `vtid`'s part of widening block n's V (chunks 0-7 of its slot,
-// bf16 as it landed) to scaled f16 in place, once the block's owner retired its S
-// (s_done[slot]): the first half of the converters take chunks 0-3, the second 4-7 (consumer h's
-// dims), each thread every 16-byte unit k of its half with k % threads == its index (elementwise:
-// the swizzle does not matter), chunk by chunk; then published to consumer h (v_ready[slot][h];
-// kSm90VByChunk: each chunk c as v_ready[slot][c]).
-__device__ __forceinline__ void WidenVHalfInPlace(const Sm90Bars& bars, uint32_t kv_slot,
-                                                  uint32_t n, int vtid) {
-  constexpr int kThreads = kSm90ConvertThreads / 2;
-  constexpr int kUnits = 4 * SmemSm90::kChunk / 16;  // 16-byte units of a half
-  constexpr int kBatch = 4;                          // units a thread has in flight
-  static_assert(kUnits % (kBatch * kThreads) == 0, "whole batches");
-  constexpr int kChunkUnits = SmemSm90::kChunk / 16;
-  const int h = vtid / kThreads;
-  const int slot = static_cast<int>(n & 1);
-  const uint32_t half = kv_slot + 4 * h * SmemSm90::kChunk + 16 * (vtid % kThreads);
-  MLAPS_SM90_TIMED(12, MbarWait(bars.SDone(slot), (n >> 1) & 1));
-#pragma unroll 1
-  for (int k = 0; k < kUnits; k += kBatch * kThreads) {
-    uint4 u[kBatch];
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b) u[b] = LoadShared128(half + 16 * (k + b * kThreads));
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      u[b] = make_uint4(ScaledF16x2OfBf16x2(u[b].x), ScaledF16x2OfBf16x2(u[b].y),
-                        ScaledF16x2OfBf16x2(u[b].z), ScaledF16x2OfBf16x2(u[b].w));
-      StoreShared128(half + 16 * (k + b * kThreads), u[b]);
-    }
-    // kSm90VByChunk: each chunk published once it is whole (the consumer starts its P V on it).
-    if (kSm90VByChunk && (k + kBatch * kThreads) % kChunkUnits == 0) {
-      FenceProxyAsync();  // the consumers' wgmma reads V
-      MbarArrive(bars.VReady(slot, 4 * h + k / kChunkUnits));
-    }
-  }
-  if (!kSm90VByChunk) {
-    FenceProxyAsync();  // the consumers' wgmma reads V
-    MbarArrive(bars.VReady(slot, h));
-  }
-}
-
 // The converter threads' part of one item: each landed chunk to f16 (kWiden; else left as it
-// landed; Q's first kQRows rows), then published (full), in the copy threads' order. kVInPlace
-// (bf16 kept as it landed): block t's V also widened in place once its S retired
-// (WidenVHalfInPlace), before block t + 1's chunks are published: by then block t + 1's S has
-// not started (it waits for them), and block t + 1 lands only after block t - 1's V was read.
-template <bool kFp8, bool kWiden, int kQRows, bool kVInPlace = false>
+// landed; Q's first kQRows rows), then published (full), in the copy threads' order.
+template <bool kFp8, bool kWiden, int kQRows>
 __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu, uint32_t seq,
                                 uint32_t item, int nblk) {
-  static_assert(!kVInPlace || (!kFp8 && !kWiden), "V widened in place: bf16 as it landed");
   using L = SmemSm90;
   const int vtid = (threadIdx.x & (kSm90WgThreads - 1)) - kSm90CopyThreads;
   const uint32_t base = SmemAddr(smem);
@@ -552,15 +495,9 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
   FenceProxyAsync();  // the consumers' wgmma reads Q
   MbarArrive(bars.QFull());
   using Ring = KvRing<kFp8 && !kWiden>;
-  for (int t = 0; t < nblk + (kVInPlace ? 1 : 0); ++t) {
+  for (int t = 0; t < nblk; ++t) {
     const uint32_t n = seq + t;
     const int slot = Ring::SlotOf(n);
-    if constexpr (kVInPlace) {
-      if (t > 0) {
-        WidenVHalfInPlace(bars, base + L::kKv + Ring::TileOf(Ring::SlotOf(n - 1)), n - 1, vtid);
-      }
-      if (t == nblk) break;
-    }
 #pragma unroll 1
     for (int pos = 0; pos < L::kChunks; ++pos) {
       const int c = ChunkAt(slot, pos);
@@ -581,7 +518,7 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
 
 // The producer's part of one item (copy or convert, by thread). Returns the item's kv blocks.
 template <bool kFp8, bool kWiden, int kQRows, bool kTma, bool kEvictFirst, bool kL2Fill,
-          bool kChunkFree, bool kVInPlace>
+          bool kChunkFree>
 __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
                                uint32_t seq, uint32_t item, const TmaMap* kv_map) {
   const int nblk = BlocksOf(it);
@@ -591,7 +528,7 @@ __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
     CopyItemSm90<kFp8, kQRows, kTma, kEvictFirst, kFp8 && !kWiden, kL2Fill, kChunkFree,
                  /*kPageIdAhead=*/kChunkFree>(p, it, smem, cu, seq, item, nblk, kv_map);
   } else {
-    ConvertItemSm90<kFp8, kWiden, kQRows, kVInPlace>(p, smem, cu, seq, item, nblk);
+    ConvertItemSm90<kFp8, kWiden, kQRows>(p, smem, cu, seq, item, nblk);
   }
   return nblk;
 }
@@ -604,11 +541,10 @@ __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
 // `run_consumer(w, ...)` with the warpgroup's index as a warp-uniform int (half the hot code
 // for the instruction caches); kEvictFirst: the TMA loads' L2 hint, kL2Fill: the L2 fill of
 // cp.async blocks (CopyItemSm90); kConsumerRegs: the consumers' setmaxnreg count; kChunkFree:
-// the consumers free each V chunk of a two-slot ring on its own (CopyItemSm90); kVInPlace: the
-// converters widen each block's V in place after its S (ConvertItemSm90).
+// the consumers free each V chunk of a two-slot ring on its own (CopyItemSm90).
 template <bool kFp8, bool kWiden, int kMaxRows, bool kTma, bool kOneConsumerCode = false,
           bool kEvictFirst = false, int kConsumerRegs = kSm90ConsumerRegs, bool kL2Fill = true,
-          bool kChunkFree = false, bool kVInPlace = false, class RunConsumer>
+          bool kChunkFree = false, class RunConsumer>
 __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const TmaMap* kv_map,
                                              RunConsumer&& run_consumer) {
   constexpr int kProducerRegs = Sm90ProducerRegs(kConsumerRegs);
@@ -620,15 +556,13 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
   if (threadIdx.x == 0) {
     const uint32_t bars = SmemAddr(smem) + SmemSm90::kBars;
     // landed, q_landed: the copy threads' cp.async arrivals; full, q_full: the converters;
-    // empty, stats, score_stats, s_done: one consumer; q_empty, row_l_full: both; v_ready: half
-    // of the converters.
+    // empty, stats, score_stats: one consumer; q_empty, row_l_full: both.
     for (int b = 0; b < SmemSm90::kNumBars; ++b) {
       const bool copy = (b >= SmemSm90::kLanded && b < SmemSm90::kEmpty) || b == SmemSm90::kQLanded;
       const bool convert = b < SmemSm90::kLanded || b == SmemSm90::kQFull;
       MbarInit(bars + 8 * b,
-               copy                                  ? kSm90CopyThreads
-               : convert                             ? kSm90ConvertThreads
-               : kVInPlace && b >= SmemSm90::kVReady ? kSm90ConvertThreads / 2
+               copy      ? kSm90CopyThreads
+               : convert ? kSm90ConvertThreads
                : b == SmemSm90::kQEmpty || (b >= SmemSm90::kRowLFull && b < SmemSm90::kScoreStats)
                    ? 2 * kSm90WgThreads
                    : kSm90WgThreads);
@@ -644,8 +578,8 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
 #endif
     MLAPS_SM90_MARK(8, 0);
     WalkItems</*kRecord=*/false>(p, kMaxRows, [&](const Item& it, int cu) {
-      seq += RunProducerSm90<kFp8, kWiden, kMaxRows, kTma, kEvictFirst, kL2Fill, kChunkFree,
-                             kVInPlace>(p, it, smem, cu, seq, item, kv_map);
+      seq += RunProducerSm90<kFp8, kWiden, kMaxRows, kTma, kEvictFirst, kL2Fill, kChunkFree>(
+          p, it, smem, cu, seq, item, kv_map);
       ++item;
     });
     MLAPS_SM90_MARK(9, item);

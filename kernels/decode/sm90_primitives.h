@@ -95,11 +95,6 @@ __device__ __forceinline__ void WgmmaM64N64K16(float (&d)[32], uint64_t desc_a, 
   mlaps_emu::Wgmma(d, 64, desc_a, desc_b, /*trans_b=*/false, accumulate != 0,
                    kBf16 ? mlaps_emu::WgmmaType::kBf16 : mlaps_emu::WgmmaType::kF16);
 }
-__device__ __forceinline__ void WgmmaM64N64K16F16TransB(float (&d)[32], uint64_t desc_a,
-                                                        uint64_t desc_b, int accumulate) {
-  mlaps_emu::Wgmma(d, 64, desc_a, desc_b, /*trans_b=*/true, accumulate != 0,
-                   mlaps_emu::WgmmaType::kF16);
-}
 __device__ __forceinline__ void WgmmaM64N64K32E4m3(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
                                                    int accumulate) {
   mlaps_emu::Wgmma(d, 64, desc_a, desc_b, /*trans_b=*/false, accumulate != 0,
@@ -128,11 +123,6 @@ __device__ __forceinline__ void WgmmaM64N256K16F16RegATransB(float (&d)[128],
                                                              uint64_t desc_b, int accumulate) {
   mlaps_emu::WgmmaRegA(d, 256, a, desc_b, /*trans_b=*/true, accumulate != 0,
                        mlaps_emu::WgmmaType::kF16);
-}
-__device__ __forceinline__ void WgmmaM64N256K16F16TransB(float (&d)[4][32], uint64_t desc_a,
-                                                         uint64_t desc_b, int accumulate) {
-  mlaps_emu::Wgmma(&d[0][0], 256, desc_a, desc_b, /*trans_b=*/true, accumulate != 0,
-                   mlaps_emu::WgmmaType::kF16);
 }
 template <bool kBf16, bool kTransA>
 __device__ __forceinline__ void WgmmaM64N16K16(float (&d)[8], uint64_t desc_a, uint64_t desc_b,
@@ -396,15 +386,15 @@ __device__ __forceinline__ void WgmmaM64N256K16TransB(float (&d)[128], uint64_t 
 }
 
 // d (m64n64, fp32) = A B (+ d) with A = 64 x 16 and B = 16 x 64 bf16 (kBf16) or f16 from shared
-// memory, both K-major (B MN-major: tnsp_b "1").
-#define MLAPS_WGMMA_M64N64K16(type, tnsp_b)                                                        \
+// memory, both K-major.
+#define MLAPS_WGMMA_M64N64K16(type)                                                                \
   asm volatile(                                                                                    \
       "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                 \
       "wgmma.mma_async.sync.aligned.m64n64k16.f32." type "." type                                  \
       " {"                                                                                         \
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                     \
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"             \
-      "}, %32, %33, p, 1, 1, 0, " tnsp_b ";\n}\n"                                                  \
+      "}, %32, %33, p, 1, 1, 0, 0;\n}\n"                                                           \
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),        \
         "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),    \
         "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
@@ -415,15 +405,10 @@ template <bool kBf16>
 __device__ __forceinline__ void WgmmaM64N64K16(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
                                                int accumulate) {
   if constexpr (kBf16) {
-    MLAPS_WGMMA_M64N64K16("bf16", "0");
+    MLAPS_WGMMA_M64N64K16("bf16");
   } else {
-    MLAPS_WGMMA_M64N64K16("f16", "0");
+    MLAPS_WGMMA_M64N64K16("f16");
   }
-}
-// The same, f16, with B = 16 x 64 MN-major (transposed) from shared memory.
-__device__ __forceinline__ void WgmmaM64N64K16F16TransB(float (&d)[32], uint64_t desc_a,
-                                                        uint64_t desc_b, int accumulate) {
-  MLAPS_WGMMA_M64N64K16("f16", "1");
 }
 #undef MLAPS_WGMMA_M64N64K16
 
@@ -545,43 +530,6 @@ __device__ __forceinline__ void WgmmaM64N256K16F16RegATransB(float (&d)[128],
       : MLAPS_WGMMA_D128
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
 }
-#define MLAPS_WGMMA_D4X32                                                                         \
-  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[0][4]), "+f"(d[0][5]),       \
-      "+f"(d[0][6]), "+f"(d[0][7]), "+f"(d[0][8]), "+f"(d[0][9]), "+f"(d[0][10]), "+f"(d[0][11]), \
-      "+f"(d[0][12]), "+f"(d[0][13]), "+f"(d[0][14]), "+f"(d[0][15]), "+f"(d[0][16]),             \
-      "+f"(d[0][17]), "+f"(d[0][18]), "+f"(d[0][19]), "+f"(d[0][20]), "+f"(d[0][21]),             \
-      "+f"(d[0][22]), "+f"(d[0][23]), "+f"(d[0][24]), "+f"(d[0][25]), "+f"(d[0][26]),             \
-      "+f"(d[0][27]), "+f"(d[0][28]), "+f"(d[0][29]), "+f"(d[0][30]), "+f"(d[0][31]),             \
-      "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[1][4]), "+f"(d[1][5]),   \
-      "+f"(d[1][6]), "+f"(d[1][7]), "+f"(d[1][8]), "+f"(d[1][9]), "+f"(d[1][10]), "+f"(d[1][11]), \
-      "+f"(d[1][12]), "+f"(d[1][13]), "+f"(d[1][14]), "+f"(d[1][15]), "+f"(d[1][16]),             \
-      "+f"(d[1][17]), "+f"(d[1][18]), "+f"(d[1][19]), "+f"(d[1][20]), "+f"(d[1][21]),             \
-      "+f"(d[1][22]), "+f"(d[1][23]), "+f"(d[1][24]), "+f"(d[1][25]), "+f"(d[1][26]),             \
-      "+f"(d[1][27]), "+f"(d[1][28]), "+f"(d[1][29]), "+f"(d[1][30]), "+f"(d[1][31]),             \
-      "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[2][4]), "+f"(d[2][5]),   \
-      "+f"(d[2][6]), "+f"(d[2][7]), "+f"(d[2][8]), "+f"(d[2][9]), "+f"(d[2][10]), "+f"(d[2][11]), \
-      "+f"(d[2][12]), "+f"(d[2][13]), "+f"(d[2][14]), "+f"(d[2][15]), "+f"(d[2][16]),             \
-      "+f"(d[2][17]), "+f"(d[2][18]), "+f"(d[2][19]), "+f"(d[2][20]), "+f"(d[2][21]),             \
-      "+f"(d[2][22]), "+f"(d[2][23]), "+f"(d[2][24]), "+f"(d[2][25]), "+f"(d[2][26]),             \
-      "+f"(d[2][27]), "+f"(d[2][28]), "+f"(d[2][29]), "+f"(d[2][30]), "+f"(d[2][31]),             \
-      "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[3][4]), "+f"(d[3][5]),   \
-      "+f"(d[3][6]), "+f"(d[3][7]), "+f"(d[3][8]), "+f"(d[3][9]), "+f"(d[3][10]), "+f"(d[3][11]), \
-      "+f"(d[3][12]), "+f"(d[3][13]), "+f"(d[3][14]), "+f"(d[3][15]), "+f"(d[3][16]),             \
-      "+f"(d[3][17]), "+f"(d[3][18]), "+f"(d[3][19]), "+f"(d[3][20]), "+f"(d[3][21]),             \
-      "+f"(d[3][22]), "+f"(d[3][23]), "+f"(d[3][24]), "+f"(d[3][25]), "+f"(d[3][26]),             \
-      "+f"(d[3][27]), "+f"(d[3][28]), "+f"(d[3][29]), "+f"(d[3][30]), "+f"(d[3][31])
-// The same on an accumulator kept as four m64n64 tiles (d[t] holds columns 64 t .. 64 t + 63:
-// the m64n256 fragment is the four m64n64 fragments one after another).
-__device__ __forceinline__ void WgmmaM64N256K16F16TransB(float (&d)[4][32], uint64_t desc_a,
-                                                         uint64_t desc_b, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {" MLAPS_WGMMA_D128_REGS
-      "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
-      : MLAPS_WGMMA_D4X32
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}
-#undef MLAPS_WGMMA_D4X32
 #undef MLAPS_WGMMA_D128
 #undef MLAPS_WGMMA_D128_REGS
 

@@ -6,15 +6,15 @@
 // shuffles, ballots, block scans, __syncthreads_or, compared with the host planner).
 //
 // Model: blocks run one after another; a block's threads are cooperatively scheduled fibers
-// (own stacks, switched with __builtin_setjmp / longjmp) that switch only at barriers, so a run is
-// deterministic. Warp collectives (shuffles, ldmatrix, mma.sync) gather the 32 lanes' operands at a
-// warp barrier. A barrier that some threads never reach is reported as a deadlock instead of
-// hanging. cp.async: the destination is poisoned (all bytes 0xff: NaN in bf16, f16, fp32 and fp8
-// e4m3fn) when the copy is issued and filled when the issuing thread's wait retires its
-// group, so reading a buffer before its copies are waited for, or refilling one that others
-// still read, shows up as NaNs. Dynamic shared memory starts as 0xff bytes too.
-// Addresses that the hardware requires aligned (ldmatrix rows, cp.async, 16-byte vector
-// accesses through the helpers) abort with a message when they are not.
+// (own stacks, switched with __builtin_setjmp / longjmp) that switch only at barriers (and at an
+// mbarrier arrival that completes a phase, below), so a run is deterministic. Warp collectives
+// (shuffles, ldmatrix, mma.sync) gather the 32 lanes' operands at a warp barrier. A barrier that
+// some threads never reach is reported as a deadlock instead of hanging. cp.async: the destination
+// is poisoned (all bytes 0xff: NaN in bf16, f16, fp32 and fp8 e4m3fn) when the copy is issued and
+// filled when the issuing thread's wait retires its group, so reading a buffer before its copies
+// are waited for, or refilling one that others still read, shows up as NaNs. Dynamic shared memory
+// starts as 0xff bytes too. Addresses that the hardware requires aligned (ldmatrix rows, cp.async,
+// 16-byte vector accesses through the helpers) abort with a message when they are not.
 //
 // Hopper primitives (kernels/decode/sm90_primitives.h maps its wrappers onto these, for
 // kernels/decode/mla_decode_sm90.h), with PTX semantics:
@@ -34,7 +34,10 @@
 //     warpgroup's last wait; swizzled operand atoms must lie on the swizzle's grid (1024 bytes
 //     for 128B) of shared addresses, descriptor addresses and strides 16-byte aligned.
 //   * mbarriers: arrival counts and phases (mbarrier.init / arrive / try_wait.parity); a
-//     waiting thread yields, and a wait that can never complete is reported as a deadlock.
+//     waiting thread yields, and a wait that can never complete is reported as a deadlock. A
+//     thread's arrival that completes a phase yields too, so that the waiters may run before
+//     it goes on: a release placed before the writes it publishes is then seen (under a
+//     warpgroup-priority schedule the waiter reads, or a wgmma of it reads, the old bytes).
 //     The barrier's 8 bytes of shared memory must not be overwritten while it is in use.
 //   * cp.async.mbarrier.arrive.noinc: the thread's outstanding cp.async copies and then its
 //     arrival complete as late as possible (when some thread waits on that barrier and needs

@@ -889,16 +889,6 @@ void ArriveAndLetWaitersRun(Mbarrier& m) {
 
 void MbarArrive(uint32_t bar) { ArriveAndLetWaitersRun(MbarAt(bar, "mbarrier.arrive")); }
 
-void MbarArriveCount(uint32_t bar, int count) {
-  Mbarrier& m = MbarAt(bar, "mbarrier.arrive (count)");
-  if (count < 1 || count > m.pending) {
-    DieAt("mbarrier.arrive: a count of " + std::to_string(count) + " with " +
-          std::to_string(m.pending) + " arrivals pending in the phase (" + WhoAmI() + ")");
-  }
-  for (int k = 0; k < count - 1; ++k) MbarArrival(m);
-  ArriveAndLetWaitersRun(m);
-}
-
 // A wait that returns has seen every phase completed so far.
 bool WaitSees(Mbarrier& m, uint32_t parity) {
   if (!PhaseDone(m, parity)) return false;

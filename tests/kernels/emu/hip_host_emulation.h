@@ -151,9 +151,6 @@ uint8_t* SmemBytes(uint32_t addr, int bytes);
 void CheckMatrixDesc(uint32_t addr, uint32_t lbo, uint32_t sbo, uint32_t swizzle);
 void MbarInit(uint32_t bar, int count);
 void MbarArrive(uint32_t bar);
-// `count` arrivals by one thread in one operation (1 <= count <= the arrivals the phase still
-// waits for; more is undefined on the GPU and aborts here).
-void MbarArriveCount(uint32_t bar, int count);
 void MbarWait(uint32_t bar, uint32_t parity);
 // mbarrier.test_wait: lands the barrier's in-flight arrivals (as a wait would), never yields.
 bool MbarTest(uint32_t bar, uint32_t parity);

@@ -360,35 +360,6 @@ TEST(HipHostEmulationTest, AnArrivalThatCompletesAPhaseLetsTheWaitersRunFirst) {
   }
 }
 
-// mbarrier.arrive with a count: one thread's arrival for several completes the phase as that
-// many single arrivals do; a count above the arrivals the phase still waits for aborts.
-TEST(HipHostEmulationTest, MbarrierCountedArrivals) {
-  int tests[2] = {-1, -1};
-  const std::string error = Launch(dim3(1), dim3(64), 64, [&] {
-    if (threadIdx.x == 0) mlaps_emu::MbarInit(8, 64);
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      mlaps_emu::MbarArriveCount(8, 62);
-      tests[0] = mlaps_emu::MbarTest(8, 0);  // two arrivals missing
-    }
-    if (threadIdx.x == 1) mlaps_emu::MbarArrive(8);
-    if (threadIdx.x == 2) mlaps_emu::MbarArriveCount(8, 1);
-    mlaps_emu::MbarWait(8, 0);
-    if (threadIdx.x == 0) tests[1] = mlaps_emu::MbarTest(8, 0);
-  });
-  EXPECT_EQ(error, "");
-  EXPECT_EQ(tests[0], 0);
-  EXPECT_EQ(tests[1], 1);
-  EXPECT_DEATH(Launch(dim3(1), dim3(32), 64,
-                      [&] {
-                        if (threadIdx.x != 0) return;
-                        mlaps_emu::MbarInit(0, 4);
-                        mlaps_emu::MbarArrive(0);
-                        mlaps_emu::MbarArriveCount(0, 4);
-                      }),
-               "a count of 4 with 3 arrivals pending");
-}
-
 // mbarrier.test_wait: false while arrivals are missing (it never blocks), true once the phase
 // completed; a cp.async arrival in flight lands at a test as at a wait.
 TEST(HipHostEmulationTest, MbarTestNeverBlocksAndLandsInFlightCopies) {

@@ -33,10 +33,9 @@ namespace mla {
 // MLAPS_SM90_PROBE_NO_MARKS keeps the wait timers only. The f16 P V kernel
 // (mla_decode_sm90_f16pv.h) has the S / P V and copy hooks too: a bench built with them in the
 // `mla_decode` library's copts times it the same way (notes.md, session 13); its bf16 P V also
-// ..._SKIP_WIDEN (V^T fragments used as they were loaded but for one mask, no scale or
-// widening) and
-// ..._SKIP_VT_LOAD (dims tiles 1-3 reuse tile 0's fragments), the bench variants probe_skip_widen
-// and probe_skip_vt_load (kernels/decode/BUILD.bazel).
+// ..._SKIP_WIDEN (V^T fragments used as they were loaded but for one mask, no scale or widening)
+// and ..._SKIP_VT_LOAD (dims tiles 1-3 reuse tile 0's fragments), the bench variants
+// probe_skip_widen and probe_skip_vt_load (kernels/decode/BUILD.bazel; session 31).
 #if defined(MLAPS_SM90_PROGRESS)
 __device__ unsigned long long* g_sm90_progress = nullptr;
 __device__ unsigned long long* g_sm90_times = nullptr;

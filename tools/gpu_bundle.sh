@@ -12,8 +12,8 @@
 #          --no-bench (tests only),
 #          --variant NAME=FLAG[,FLAG...] (repeatable): the tests and benchmarks again, built
 #            with --define=mlaps_sm90_FLAG=1 for each FLAG (the sm90 kernel variants that
-#            kernels/decode/BUILD.bazel lists; an unknown flag is an error), staged as bin/FLAT.NAME (a test runs on bin/FLAT's
-#            runfiles); implies --pack,
+#            kernels/decode/BUILD.bazel lists; an unknown flag is an error before any build),
+#            staged as bin/FLAT.NAME (a test runs on bin/FLAT's runfiles); implies --pack,
 #          --pack: the binaries travel xz-packed in bin.tar.xz (a dozen 12 MB binaries would
 #            pass the device tool's 64 MiB carry; packed each is ~1.5 MB); run.sh unpacks them
 #            on its first start (or: tar -C gpu_bundle/bin -xJf gpu_bundle/bin.tar.xz), so carry
@@ -40,6 +40,18 @@ while [ $# -gt 0 ]; do
       variants+=("$2"); pack=1; shift 2 ;;
     *) echo "gpu_bundle: unknown option '$1'" >&2; exit 2 ;;
   esac
+done
+
+# Every variant flag must be one that kernels/decode/BUILD.bazel declares (sm90_variant_copts):
+# a flag no config_setting reads would build the default kernel under a variant's name. Checked
+# before anything is built or the old bundle removed.
+for v in "${variants[@]}"; do
+  for flag in $(echo "${v#*=}" | tr ',' ' '); do
+    if [ -z "$(bazel query --noshow_progress "kind(config_setting, //kernels/decode:sm90_$flag)" 2>/dev/null)" ]; then
+      echo "gpu_bundle: no variant flag '$flag' (kernels/decode/BUILD.bazel's sm90_variant_copts)" >&2
+      exit 2
+    fi
+  done
 done
 
 if [ ! -x /usr/local/cuda/bin/nvcc ]; then
@@ -94,14 +106,7 @@ if [ ${#variants[@]} -gt 0 ]; then
   for v in "${variants[@]}"; do
     name=${v%%=*}
     defines=()
-    for flag in $(echo "${v#*=}" | tr ',' ' '); do
-      # A flag no config_setting reads would build the default kernel under a variant's name.
-      if ! bazel query --noshow_progress "//kernels/decode:sm90_$flag" >/dev/null 2>&1; then
-        echo "gpu_bundle: no variant flag '$flag' (kernels/decode/BUILD.bazel's sm90_variant_copts)" >&2
-        exit 2
-      fi
-      defines+=("--define=mlaps_sm90_$flag=1")
-    done
+    for flag in $(echo "${v#*=}" | tr ',' ' '); do defines+=("--define=mlaps_sm90_$flag=1"); done
     echo "gpu_bundle: variant $name: ${defines[*]}"
     bazel build --config=cuda "${defines[@]}" $tests $benches
     for b in $tests $benches; do

@@ -18,8 +18,8 @@
 //   empty[s][w]  consumer w -> producer: w's reads of the block in slot s done (w = 0 frees
 //                chunks 0-3, w = 1 chunks 4-7, chunk 8 needs both);
 //   empty_chunk[s][c]  (kChunkFree kernels, the bf16 f16pv one) chunk c < 8 of slot s read by
-//                its consumer, which refills it before that consumer's half is done; chunk 8
-//                still waits for both empty[s][w];
+//                its consumer, so that the producer refills it before that consumer's half is
+//                done; chunk 8 still waits for both empty[s][w];
 //   stats, row_l_full  for the consumers' own handoffs;
 //   q_full / q_empty  the Q tile written / both consumers done with it; phases by item index:
 //                each item completes one phase of each (q_landed too), with or without kv

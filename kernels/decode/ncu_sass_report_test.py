@@ -1,5 +1,6 @@
 """Tests of ncu_sass_report.py on a made-up CSV in ncu's source-page shape."""
 import argparse
+import contextlib
 import csv
 import io
 import os
@@ -49,6 +50,10 @@ class NcuSassReportTest(unittest.TestCase):
         self.assertIn("stall reasons: long_sb 63.0%, wait 27.0%", text)
         region = next(line for line in lines if line.startswith("region wait "))
         self.assertRegex(region, r"samples +80\.0%  executed +19\.8%$")  # 2000 of 10100
+        # HGMMA: 8000 of 10100 executions, 10 of 100 samples; the table is by executions.
+        table = lines[lines.index("opcode      executed%  samples%") + 1:]
+        self.assertEqual(table[0].split(), ["HGMMA", "79.2", "10.0"])
+        self.assertEqual(table[1].split(), ["SYNCS", "9.9", "20.0"])
         most = lines[lines.index("most sampled (offset, samples%, executed, top reasons):") + 1:]
         self.assertEqual(len(most), 1)
         self.assertTrue(most[0].startswith("  000020 60.00%"), most[0])
@@ -73,7 +78,10 @@ class NcuSassReportTest(unittest.TestCase):
             path = os.path.join(d, "sass.csv.gz")
             with gzip.open(path, "wt", newline="") as f:
                 f.write(csv_text(ROWS))
-            self.assertEqual(ncu_sass_report.main([path, "--top", "2"]), 0)
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                self.assertEqual(ncu_sass_report.main([path, "--top", "2"]), 0)
+            self.assertIn("instructions 4, warp samples 100", out.getvalue())
             self.assertEqual(ncu_sass_report.main([os.path.join(d, "missing.csv")]), 1)
 
 

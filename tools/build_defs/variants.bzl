@@ -5,10 +5,11 @@ turns into copts; tools/gpu_bundle.sh --variant stages such builds beside the de
 """
 
 def sm90_variant_copts(flags):
-    """Declares one config_setting `sm90_<flag>` a flag and returns the copts they select.
+    """Declares a config_setting `sm90_<flag>` per flag and returns the copts they select.
 
     Args:
-      flags: variant names (lower case); an empty list declares nothing and returns [].
+      flags: variant names (lower case, each once); an empty list declares nothing and returns
+        []. Call it once a package: a second call would declare its config_settings again.
 
     Returns:
       A copts value: -DMLAPS_SM90_<FLAG>=1 for each flag whose --define is set.

@@ -876,11 +876,14 @@ void MbarInit(uint32_t bar, int count) {
   rt->mbars[bar] = Mbarrier{count, count, 0};
 }
 
-// A thread's arrival that completes a phase lets the waiters run before the thread goes on
-// (the scheduler starts its pass over: under a warpgroup-priority schedule a higher tier's
-// waiter reads what the arrival published while the arriving thread has not moved): a release
-// that comes before the writes it should publish is then seen (the writes land under the
-// waiter's reads). Asynchronous arrivals (Land) do not yield: they run inside a waiter's test.
+// A thread's arrival that completes a phase yields: the scheduler's pass goes on with the other
+// threads of the arriving thread's tier, then starts over from the highest tier, and the
+// arriving thread resumes only when its tier's turn comes again. So a waiter in a higher tier
+// (under a warpgroup-priority schedule) or in the same tier runs first and reads what the
+// arrival published while the arriving thread has not moved: a release that comes before the
+// writes it should publish is then seen (the writes land under the waiter's reads; a waiter in
+// a lower tier is not helped). Asynchronous arrivals (Land) do not yield: they run inside a
+// waiter's test.
 void ArriveAndLetWaitersRun(Mbarrier& m) {
   const uint32_t phase = m.phase;
   MbarArrival(m);
@@ -973,7 +976,7 @@ void MbarArriveExpectTx(uint32_t bar, int bytes) {
   Mbarrier& m = MbarAt(bar, "mbarrier.arrive.expect_tx");
   if (bytes < 0) DieAt("mbarrier.arrive.expect_tx: negative byte count");
   m.tx += bytes;
-  MbarArrival(m);
+  ArriveAndLetWaitersRun(m);  // completes the phase only with nothing (left) to land
 }
 
 void TmaLoad2D(uint32_t dst, const void* map, int x, int y, uint32_t bar) {

@@ -330,33 +330,41 @@ TEST(HipHostEmulationTest, OneWarpLastLetsAnUnwaitedWarpFallTwoPhasesBehind) {
       << error;
 }
 
-// A thread's arrival that completes a phase lets the waiters run before the thread goes on:
-// with the waiting warpgroup first, a release placed before the write it should publish shows
-// (the waiter reads the old value); with the write first, the waiter reads the new one.
+// A thread's arrival that completes a phase lets the waiters run before the thread goes on
+// (mbarrier.arrive, and arrive.expect_tx with no bytes to wait for): with the waiting warpgroup
+// first, a release placed before the write it should publish shows (the waiter reads the old
+// value); with the write first, the waiter reads the new one.
 TEST(HipHostEmulationTest, AnArrivalThatCompletesAPhaseLetsTheWaitersRunFirst) {
   const auto Store = [](int v) { std::memcpy(mlaps_emu::SmemBytes(16, 4), &v, 4); };
   for (const bool write_first : {false, true}) {
-    int seen = -1;
-    const std::string error = Launch(
-        dim3(1), dim3(256), 64,
-        [&] {
-          if (threadIdx.x == 0) {
-            mlaps_emu::MbarInit(8, 1);
-            Store(1);
-          }
-          __syncthreads();
-          if (threadIdx.x == 128) {  // warpgroup 1 publishes
-            if (write_first) Store(2);
-            mlaps_emu::MbarArrive(8);
-            if (!write_first) Store(2);
-          } else if (threadIdx.x == 0) {  // warpgroup 0 waits
-            mlaps_emu::MbarWait(8, 0);
-            std::memcpy(&seen, mlaps_emu::SmemBytes(16, 4), 4);
-          }
-        },
-        mlaps_emu::Schedule::kLowWarpgroupsFirst);
-    EXPECT_EQ(error, "");
-    EXPECT_EQ(seen, write_first ? 2 : 1) << write_first;
+    for (const bool expect_tx : {false, true}) {
+      SCOPED_TRACE(expect_tx ? "arrive.expect_tx 0 bytes" : "arrive");
+      int seen = -1;
+      const std::string error = Launch(
+          dim3(1), dim3(256), 64,
+          [&] {
+            if (threadIdx.x == 0) {
+              mlaps_emu::MbarInit(8, 1);
+              Store(1);
+            }
+            __syncthreads();
+            if (threadIdx.x == 128) {  // warpgroup 1 publishes
+              if (write_first) Store(2);
+              if (expect_tx) {
+                mlaps_emu::MbarArriveExpectTx(8, 0);
+              } else {
+                mlaps_emu::MbarArrive(8);
+              }
+              if (!write_first) Store(2);
+            } else if (threadIdx.x == 0) {  // warpgroup 0 waits
+              mlaps_emu::MbarWait(8, 0);
+              std::memcpy(&seen, mlaps_emu::SmemBytes(16, 4), 4);
+            }
+          },
+          mlaps_emu::Schedule::kLowWarpgroupsFirst);
+      EXPECT_EQ(error, "");
+      EXPECT_EQ(seen, write_first ? 2 : 1) << write_first;
+    }
   }
 }
 

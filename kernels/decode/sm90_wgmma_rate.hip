@@ -9,10 +9,13 @@
 //   s32     S of a 32-token block: 9 chunks x 4 k steps of m64n32k16, A (Q) and B (K) shared
 //   s64     S of a 64-token block: the same with m64n64k16 (the f16pv kernel's S)
 //   pv64r   P V of a 64-token block, one consumer: 4 dims tiles x 4 k steps of m64n64k16 with A
-//           (V^T) from registers, B (P^T) shared (the f16pv kernel's P V)
+//           (V^T) from registers, B (P^T) shared (the f16pv kernel's P V, A already there)
+//   pv64v   the same with each tile's V^T loaded by ldmatrix .trans, scaled and widened to f16
+//           first (the f16pv kernel's bf16 P V, Bf16PvT, without its barriers)
 //   pv256   the same FMAs as 4 k steps of m64n256k16, A (P) and B (V, MN-major) shared
 //   pv256r  the same with A (P) from registers
-//   s64+pv64r  warpgroup 0 the S, warpgroup 1 the P V (the two consumers' overlap)
+//   s64+pv64r, s64+pv64v, s32+pv64v  warpgroup 0 the S, warpgroup 1 the P V (the two
+//           consumers' overlap)
 // Each warpgroup commits a kv block's wgmmas as one group and waits for it before the next (as
 // the kernels do). Printed: the busiest block's cycles, FMAs an SM a cycle and the share of the
 // dense bf16 / f16 peak (2048 FMAs an SM a cycle on sm_90), best of three launches.
@@ -30,7 +33,7 @@
 namespace mlaps {
 namespace {
 
-enum class Shape : int { kS32, kS64, kPv64RegA, kPv256, kPv256RegA };
+enum class Shape : int { kS32, kS64, kPv64RegA, kPv64Vt, kPv256, kPv256RegA };
 
 constexpr int kChunk = 64 * 128;          // 64 rows (or tokens) x 64 bf16 dims
 constexpr int kTile = 9 * kChunk;         // the Q tile, or one 64-token kv block
@@ -93,6 +96,35 @@ __device__ __forceinline__ void OneBlock(uint32_t q, uint32_t kv, float (&acc)[1
       float(&o)[32] = *reinterpret_cast<float(*)[32]>(&acc[32 * m]);
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) WgmmaM64N64K16F16RegA(o, a, p0 + 2 * kk, 1);
+    }
+  } else if constexpr (kShape == Shape::kPv64Vt) {
+    // Dims tile m: chunk m of the slot, 16 dims a warp x 16 tokens a k step by ldmatrix .trans
+    // (the addresses of LoadBf16VtTile), scaled by 2^-8 and widened; A double-buffered.
+    const uint64_t p0 = MatrixDesc(kv + 8 * kChunk, 16, 1024, kSwizzle128B);
+    const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+    const int tok = 8 * (lane >> 4) + (lane & 7), unit = 2 * warp + ((lane >> 3) & 1);
+    uint32_t a2[2][4][4];
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      if (m >= 2) WgmmaWait<1>();
+      uint32_t raw[4][4];
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        const int t = 16 * kk + tok;
+        LdMatrixX4TransShared(raw[kk], kv + m * kChunk + t * 128 + ((unit ^ (t & 7)) << 4));
+      }
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          a2[m & 1][kk][r] = Bf16x2ToF16x2(MulBf16x2(raw[kk][r], 0x3b803b80u));
+        }
+      }
+      float(&o)[32] = *reinterpret_cast<float(*)[32]>(&acc[32 * m]);
+      WgmmaFence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) WgmmaM64N64K16F16RegA(o, a2[m & 1][kk], p0 + 2 * kk, 1);
+      WgmmaCommit();
     }
   } else {
     // P (64 rows x 64 tokens, K-major) in the slot's last chunk; V (64 tokens x 256 dims,
@@ -242,6 +274,8 @@ int main(int argc, char** argv) {
                                       sink_d);
     Measure<Shape::kPv64RegA, Shape::kPv64RegA>({Shape::kPv64RegA, Shape::kPv64RegA, wgs}, iters,
                                                 sms, cycles_d, sink_d);
+    Measure<Shape::kPv64Vt, Shape::kPv64Vt>({Shape::kPv64Vt, Shape::kPv64Vt, wgs}, iters, sms,
+                                            cycles_d, sink_d);
     Measure<Shape::kPv256, Shape::kPv256>({Shape::kPv256, Shape::kPv256, wgs}, iters, sms, cycles_d,
                                           sink_d);
     Measure<Shape::kPv256RegA, Shape::kPv256RegA>({Shape::kPv256RegA, Shape::kPv256RegA, wgs},
@@ -249,8 +283,10 @@ int main(int argc, char** argv) {
   }
   Measure<Shape::kS64, Shape::kPv64RegA>({Shape::kS64, Shape::kPv64RegA, 2}, iters, sms, cycles_d,
                                          sink_d);
-  Measure<Shape::kS32, Shape::kPv64RegA>({Shape::kS32, Shape::kPv64RegA, 2}, iters, sms, cycles_d,
-                                         sink_d);
+  Measure<Shape::kS64, Shape::kPv64Vt>({Shape::kS64, Shape::kPv64Vt, 2}, iters, sms, cycles_d,
+                                       sink_d);
+  Measure<Shape::kS32, Shape::kPv64Vt>({Shape::kS32, Shape::kPv64Vt, 2}, iters, sms, cycles_d,
+                                       sink_d);
   MLAPS_CHECK(hipFree(cycles_d));
   MLAPS_CHECK(hipFree(sink_d));
   return 0;

@@ -55,6 +55,8 @@ const char* NameOf(Shape s) {
       return "s64";
     case Shape::kPv64RegA:
       return "pv64r";
+    case Shape::kPv64Vt:
+      return "pv64v";
     case Shape::kPv256:
       return "pv256";
     case Shape::kPv256RegA:

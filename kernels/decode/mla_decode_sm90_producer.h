@@ -568,6 +568,15 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
                    : kSm90WgThreads);
     }
   }
+#if defined(MLAPS_SM90_PROBE_SKIP_COPY)
+  // Probe variants only: no data moves, so Q and the kv slots read as zeros (finite scores and
+  // O, the same path as real data) instead of whatever the shared memory held.
+  for (int i = static_cast<int>(threadIdx.x); i < SmemSm90::kRowM / 16;
+       i += static_cast<int>(blockDim.x)) {
+    reinterpret_cast<uint4*>(smem)[i] = make_uint4(0, 0, 0, 0);
+  }
+  FenceProxyAsync();
+#endif
   MLAPS_SM90_TIMES_BEGIN();
   __syncthreads();
   uint32_t seq = 0, item = 0;

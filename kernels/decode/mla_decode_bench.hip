@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
@@ -184,10 +185,57 @@ void CompareDecodePaths(const MlaDecodeParams& a, const MlaDecodeParams& b, cons
       a_name != nullptr ? a_name : "auto", tb[1] / ta[1]);
 }
 
+// --item-clocks: one launch in trace mode with clocks, then each kind of work item (its q tokens
+// and kv pages) with its SM cycles: count, mean, min, max. The tiles of one request read the
+// same kv blocks; one kind running faster than another lets them drift apart and lose their L2
+// reuse (ncu's DRAM bytes tell whether they did).
+bool PrintItemClocks(const bench::StagedCase& c, int64_t works, int num_cu, hipStream_t stream) {
+  MlaDecodeParams p = c.decode;
+  MlaTraceEntry* trace = nullptr;
+  int32_t* counts = nullptr;
+  MLAPS_CHECK_HIP(hipMalloc(&trace, works * sizeof(MlaTraceEntry)));
+  MLAPS_CHECK_HIP(hipMalloc(&counts, num_cu * sizeof(int32_t)));
+  MLAPS_CHECK_HIP(hipMemset(trace, 0, works * sizeof(MlaTraceEntry)));
+  p.trace = trace;
+  p.trace_capacity = works;
+  p.trace_counts = counts;
+  p.trace_clocks = true;
+  if (LaunchMlaDecode(p, stream) != 0) {
+    std::fprintf(stderr, "traced launch refused: %s\n", MlaDecodeParamsError(p));
+    return false;
+  }
+  MLAPS_CHECK_HIP(hipStreamSynchronize(stream));
+  std::vector<MlaTraceEntry> entries(works);
+  MLAPS_CHECK_HIP(
+      hipMemcpy(entries.data(), trace, works * sizeof(MlaTraceEntry), hipMemcpyDeviceToHost));
+  MLAPS_CHECK_HIP(hipFree(trace));
+  MLAPS_CHECK_HIP(hipFree(counts));
+  struct Kind {
+    int64_t n = 0;
+    double sum = 0, min = 1e30, max = 0;
+  };
+  std::map<std::pair<int, int>, Kind> kinds;  // (q tokens, kv pages) -> cycles
+  for (const MlaTraceEntry& e : entries) {
+    if (e.ran != 1) continue;
+    const double cycles = static_cast<double>(e.clock_end - e.clock_begin);
+    Kind& k = kinds[{e.info[3] - e.info[2], e.info[5] - e.info[4]}];
+    ++k.n;
+    k.sum += cycles;
+    k.min = std::min(k.min, cycles);
+    k.max = std::max(k.max, cycles);
+  }
+  std::printf("item clocks (SM kcycles): q tokens, kv pages, items, mean, min, max\n");
+  for (const auto& [key, k] : kinds) {
+    std::printf("  %3d %6d %6lld %10.1f %10.1f %10.1f\n", key.first, key.second,
+                static_cast<long long>(k.n), k.sum / k.n / 1e3, k.min / 1e3, k.max / 1e3);
+  }
+  return true;
+}
+
 bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const char* kind,
                  int batch_size, int ctx, int qlen, double kv_rows, double pairs,
                  const bench::DecodeBuffers& buffers, int num_cu, hipStream_t stream, bool once,
-                 const Setting& setting, std::vector<Row>* rows) {
+                 bool item_clocks, const Setting& setting, std::vector<Row>* rows) {
   const bool fp8 = batch.kv_dtype == DType::kFp8;
   PlanOptions options;
   options.kv_lanes = setting.kv_lanes;
@@ -212,6 +260,9 @@ bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const ch
   const MlaReduceParams& r = staged.reduce;
   // A direct launch first (sets the shared-memory attribute, checks the status word).
   if (!bench::RunChecked(staged, stream)) return false;
+  if (item_clocks && !PrintItemClocks(staged, plan->num_works(), plan->num_cu, stream)) {
+    return false;
+  }
   if (once) {
     std::printf("ran %s %s H%d q%d B%d ctx%d once\n", kind, fp8 ? "fp8" : "bf16", batch.num_heads,
                 qlen, batch_size, ctx);
@@ -317,6 +368,8 @@ std::vector<Setting> SettingsOf(const Batch& batch, int sms, int fixed_overhead,
 // BATCH x CTX <= 128 x 32768 tokens, BATCH x QLEN x H <= 128 x 4 x 128 rows), --only
 // DTYPE,sparse the sparse case; --once launches it once, untimed
 // (for a profiler: ncu -k regex:MlaDecodeKernel -c 1 ... --only bf16,16,1,128,8192 --once);
+// --item-clocks: one traced launch a case first, its work items' SM cycles by kind
+// (PrintItemClocks);
 // --page N: the dense cases' kv page size (a power of two, 1-4096; default 64, FlashMLA's);
 // --fixed-overhead N: plans charge each work item N kv blocks (PlanOptions::fixed_overhead)
 // instead of the registry's calibrated item cost (how much splitting tiles pays);
@@ -329,6 +382,7 @@ struct Filter {
   bool sparse_only = false;  // --only DTYPE,sparse
   int page = 64;
   bool once = false;
+  bool item_clocks = false;      // --item-clocks: each case's items' SM cycles (PrintItemClocks)
   std::string peer_json;         // --peer FILE: FlashMLA's flashmla.json from the same device call
   int fixed_overhead = -1;       // --fixed-overhead N: every setting's items charged N blocks
   const char* versus = nullptr;  // --versus PATH: each case's decode also on that path
@@ -415,7 +469,8 @@ int Main(const Filter& filter) {
         for (const Setting& setting :
              SettingsOf(batch, num_cu, filter.fixed_overhead, filter.versus)) {
           if (!MeasureCase(batch, pages, "dense", batch_size, ctx, s.qlen, sum_kv, s.qlen * sum_kv,
-                           buffers, num_cu, stream, filter.once, setting, &rows)) {
+                           buffers, num_cu, stream, filter.once, filter.item_clocks, setting,
+                           &rows)) {
             return 1;
           }
         }
@@ -443,7 +498,8 @@ int Main(const Filter& filter) {
       for (const Setting& setting :
            SettingsOf(layout->batch, num_cu, filter.fixed_overhead, filter.versus)) {
         if (!MeasureCase(layout->batch, slots, "sparse2048", batch_size, ctx, qlen, pairs, pairs,
-                         buffers, num_cu, stream, filter.once, setting, &rows)) {
+                         buffers, num_cu, stream, filter.once, filter.item_clocks, setting,
+                         &rows)) {
           return 1;
         }
       }
@@ -529,6 +585,8 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg == "--once") {
       filter.once = true;
+    } else if (arg == "--item-clocks") {
+      filter.item_clocks = true;
     } else if (arg == "--fixed-overhead" && i + 1 < argc) {
       filter.fixed_overhead = std::atoi(argv[++i]);
       if (filter.fixed_overhead < 0) {
@@ -583,6 +641,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--only DTYPE,H,QLEN,BATCH,CTX | --only DTYPE,sparse] [--once] "
+                   "[--item-clocks] "
                    "[--page N] [--fixed-overhead N] "
                    "[--peer flashmla.json] [--versus PATH]\n",
                    argv[0]);

@@ -637,15 +637,6 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
     for (int t = 0; t < 4; ++t) PinAccumulators(o[t]);
     if (i > 0) MbarArrive(at.bars.Empty(slot_of(seq + i - 1), w));
   };
-  // bf16 with MLAPS_SM90_SOFTMAX_FIRST (a variant): the consumer that does not own block n runs
-  // its softmax of n + 1 (its S retired with the other's statistics of n) before its P V of n,
-  // not after, so that the other's wait for the statistics of n + 1 does not include that P V;
-  // its P V of n + 1 then follows with no softmax before it.
-#if defined(MLAPS_SM90_SOFTMAX_FIRST)
-  constexpr bool kSoftmaxFirst = !kFp8;
-#else
-  constexpr bool kSoftmaxFirst = false;
-#endif
   const int first_own = static_cast<int>((seq & 1) != static_cast<uint32_t>(w));
   MbarWait(at.bars.QFull(), item & 1);
   if (first_own >= nblk) MbarArrive(at.bars.QEmpty());
@@ -662,12 +653,10 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
     const uint32_t p_tile =
         kFp8 ? RawPTile(at.base, n) : at.base + L::kKv + slot * L::kTile + 8 * L::kChunk;
     if (own) {
-      if constexpr (!kSoftmaxFirst) {
-        MLAPS_SM90_TRACE_AT(kTraceSoftmax, n);
-        Softmax<kFp8>(at, s, m, l, vend, i, n, scale_log2, p_tile, [&] { retire_pv(i); });
-        MLAPS_SM90_TRACE_AT(kTraceSoftmaxEnd, n);
-        NamedBarrierSync(2 + w, kSm90WgThreads);  // all of P and the factors written
-      }
+      MLAPS_SM90_TRACE_AT(kTraceSoftmax, n);
+      Softmax<kFp8>(at, s, m, l, vend, i, n, scale_log2, p_tile, [&] { retire_pv(i); });
+      MLAPS_SM90_TRACE_AT(kTraceSoftmaxEnd, n);
+      NamedBarrierSync(2 + w, kSm90WgThreads);  // all of P and the factors written
     } else {
       // The other's statistics of n, and our half of V (the owner waited for it; our own wait
       // orders our reads of it).
@@ -693,20 +682,6 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
       } else {
         take_stats();
         retire_pv(i);
-      }
-    }
-    if constexpr (kSoftmaxFirst) {
-      // Our softmax: of our first block when the item starts with it (its S ran before the
-      // loop), else of our next block, whose S just retired (an own block past the first had
-      // its softmax in the iteration before). One call site for both (the code stays small).
-      if (WarpUniform((own && i == 0) || next_s)) {
-        const int si = own ? i : i + 1;
-        const uint32_t sn = seq + si;
-        const uint32_t sp = at.base + L::kKv + slot_of(sn) * L::kTile + 8 * L::kChunk;
-        MLAPS_SM90_TRACE_AT(kTraceSoftmax, sn);
-        Softmax<false>(at, s, m, l, vend, si, sn, scale_log2, sp, [] {});
-        MLAPS_SM90_TRACE_AT(kTraceSoftmaxEnd, sn);
-        NamedBarrierSync(2 + w, kSm90WgThreads);  // all of P and the factors written
       }
     }
     // The P V's first V bytes (fp8: its first k step's; bf16: its first tile's) are loaded

@@ -506,9 +506,7 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
         MLAPS_SM90_TIMED(12,
                          ConvertChunk<kFp8>(c, vtid, base + L::kKv + Ring::TileOf(slot), range));
       }
-#if !defined(MLAPS_SM90_PROBE_SKIP_FENCE)  // probe variants only: wrong for cp.async blocks
       MLAPS_SM90_TIMED(15, FenceProxyAsync());  // the consumers' wgmma reads the chunk
-#endif
       MbarArrive(bars.Full(slot, c));
     }
   }

@@ -182,10 +182,17 @@ struct MlaDecodeParams {
   const int32_t* work_info = nullptr;    // [work_info_capacity][8] int32 (WorkInfo rows)
   int64_t work_info_capacity = 0;        // rows of work_info
   int num_cu = 0;                        // grid size: one persistent block per CU
-  int head_fold = 1;                     // r (WorkPlan::head_fold): H / r heads per virtual request
-  int tokens_per_tile = 1;               // WorkPlan::tokens_per_tile: most q tokens in one item
-  int rows_per_tile = 64;  // WorkPlan::rows_per_tile: must be 64 (the sm90 registry's tiles);
-                           // (H / r) * tokens_per_tile <= rows_per_tile
+  // WorkPlan::kv_lanes (1: any plan): block b runs plan CU (b % L) * (num_cu / L) + b / L, so
+  // that a request's tiles in the L kv lanes (CUs num_cu / L apart in the plan) run on
+  // neighbouring blocks, which the hardware places close: the second read of a kv block then
+  // hits the L2 (bf16 (32,3) on the H100: 1.82 -> 1.55 GB from DRAM, 7% faster; notes.md,
+  // session 32). Placement only: O, LSE and the trace (plan CUs) do not depend on it. Must
+  // divide num_cu.
+  int cu_lanes = 1;
+  int head_fold = 1;        // r (WorkPlan::head_fold): H / r heads per virtual request
+  int tokens_per_tile = 1;  // WorkPlan::tokens_per_tile: most q tokens in one item
+  int rows_per_tile = 64;   // WorkPlan::rows_per_tile: must be 64 (the sm90 registry's tiles);
+                            // (H / r) * tokens_per_tile <= rows_per_tile
   // ---- Outputs ---------------------------------------------------------------------------
   uint16_t* o = nullptr;              // [num_q_tokens, H, 512] bf16 bits (final O)
   float* o_fp32 = nullptr;            // [num_q_tokens, H, 512] fp32 final O, set instead of o

@@ -161,6 +161,7 @@ struct Setting {
   int blocks_per_sm = 0;
   int fixed_overhead = -1;       // PlanOptions::fixed_overhead (--fixed-overhead; -1: the default)
   const char* versus = nullptr;  // --versus PATH: the decode also timed on that path
+  bool lanes_apart = false;      // --lanes-apart: MlaDecodeParams::cu_lanes = 1
 };
 
 // --versus: the decode of the case's params `a` and of `b` (the same, another path), timed in
@@ -200,16 +201,31 @@ bool PrintItemClocks(const bench::StagedCase& c, int64_t works, int num_cu, hipS
   p.trace_capacity = works;
   p.trace_counts = counts;
   p.trace_clocks = true;
-  if (LaunchMlaDecode(p, stream) != 0) {
-    std::fprintf(stderr, "traced launch refused: %s\n", MlaDecodeParamsError(p));
-    return false;
+  MLAPS_CHECK_HIP(hipMemset(p.status, 0, sizeof(MlaStatus)));
+  const bool launched = LaunchMlaDecode(p, stream) == 0;
+  if (!launched) {
+    const char* e = MlaDecodeParamsError(p);
+    std::fprintf(stderr, "traced launch refused: %s\n", e ? e : "-");
   }
   MLAPS_CHECK_HIP(hipStreamSynchronize(stream));
   std::vector<MlaTraceEntry> entries(works);
+  std::vector<int32_t> ran(num_cu);
   MLAPS_CHECK_HIP(
       hipMemcpy(entries.data(), trace, works * sizeof(MlaTraceEntry), hipMemcpyDeviceToHost));
+  MLAPS_CHECK_HIP(hipMemcpy(ran.data(), counts, num_cu * sizeof(int32_t), hipMemcpyDeviceToHost));
   MLAPS_CHECK_HIP(hipFree(trace));
   MLAPS_CHECK_HIP(hipFree(counts));
+  if (!launched) return false;
+  // Every item traced, none reported (a trace entry lost or a bad item would skew the table).
+  MlaStatus st;
+  MLAPS_CHECK_HIP(hipMemcpy(&st, p.status, sizeof(st), hipMemcpyDeviceToHost));
+  int64_t traced = 0;
+  for (int32_t n : ran) traced += n;
+  if (st.code != kMlaOk || traced != works) {
+    std::fprintf(stderr, "traced launch: status %d, %lld of %lld items traced\n", st.code,
+                 static_cast<long long>(traced), static_cast<long long>(works));
+    return false;
+  }
   struct Kind {
     int64_t n = 0;
     double sum = 0, min = 1e30, max = 0;
@@ -257,6 +273,7 @@ bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const ch
   MlaDecodeParams& pm = staged.merged;
   pm.block_threads = p.block_threads;
   pm.path = p.path;
+  if (setting.lanes_apart) p.cu_lanes = pm.cu_lanes = 1;  // the plan's CU order as block order
   const MlaReduceParams& r = staged.reduce;
   // A direct launch first (sets the shared-memory attribute, checks the status word).
   if (!bench::RunChecked(staged, stream)) return false;
@@ -345,9 +362,9 @@ bool MeasureCase(const Batch& batch, const std::vector<int32_t>& pages, const ch
 // two blocks an SM as well where the tiles hold <= 16 rows (the compact layout; so one run
 // compares it with the default narrow-tile kernel). Every setting charges items
 // `fixed_overhead` blocks (-1: the registry's item cost).
-std::vector<Setting> SettingsOf(const Batch& batch, int sms, int fixed_overhead,
-                                const char* versus) {
-  std::vector<Setting> settings = {Setting{0, 0, fixed_overhead, versus}};
+std::vector<Setting> SettingsOf(const Batch& batch, int sms, int fixed_overhead, const char* versus,
+                                bool lanes_apart) {
+  std::vector<Setting> settings = {Setting{0, 0, fixed_overhead, versus, lanes_apart}};
   PlanOptions plain_options;
   plain_options.fixed_overhead = fixed_overhead;
   PlanOptions options = plain_options;
@@ -355,11 +372,12 @@ std::vector<Setting> SettingsOf(const Batch& batch, int sms, int fixed_overhead,
   absl::StatusOr<WorkPlan> lanes = bench::PlanForDevice(batch, options, sms);
   absl::StatusOr<WorkPlan> plain = bench::PlanForDevice(batch, plain_options, sms);
   if (lanes.ok() && plain.ok() && lanes->kv_lanes > 1) {
-    settings.push_back(Setting{plain->kv_lanes == 1 ? kMaxKvLanes : 1, 0, fixed_overhead, versus});
+    settings.push_back(
+        Setting{plain->kv_lanes == 1 ? kMaxKvLanes : 1, 0, fixed_overhead, versus, lanes_apart});
   }
   if (plain.ok() && plain->num_cu == sms &&
       batch.num_heads / plain->head_fold * plain->tokens_per_tile <= 16) {
-    settings.push_back(Setting{0, 2, fixed_overhead, versus});
+    settings.push_back(Setting{0, 2, fixed_overhead, versus, lanes_apart});
   }
   return settings;
 }
@@ -369,7 +387,8 @@ std::vector<Setting> SettingsOf(const Batch& batch, int sms, int fixed_overhead,
 // DTYPE,sparse the sparse case; --once launches it once, untimed
 // (for a profiler: ncu -k regex:MlaDecodeKernel -c 1 ... --only bf16,16,1,128,8192 --once);
 // --item-clocks: one traced launch a case first, its work items' SM cycles by kind
-// (PrintItemClocks);
+// (PrintItemClocks); --lanes-apart: blocks run the plan's CUs in plan order (cu_lanes = 1: a
+// request's kv lanes num_cu / lanes blocks apart, the placement before session 32);
 // --page N: the dense cases' kv page size (a power of two, 1-4096; default 64, FlashMLA's);
 // --fixed-overhead N: plans charge each work item N kv blocks (PlanOptions::fixed_overhead)
 // instead of the registry's calibrated item cost (how much splitting tiles pays);
@@ -383,6 +402,7 @@ struct Filter {
   int page = 64;
   bool once = false;
   bool item_clocks = false;      // --item-clocks: each case's items' SM cycles (PrintItemClocks)
+  bool lanes_apart = false;      // --lanes-apart: a request's kv lanes num_cu / lanes blocks apart
   std::string peer_json;         // --peer FILE: FlashMLA's flashmla.json from the same device call
   int fixed_overhead = -1;       // --fixed-overhead N: every setting's items charged N blocks
   const char* versus = nullptr;  // --versus PATH: each case's decode also on that path
@@ -467,7 +487,7 @@ int Main(const Filter& filter) {
         const std::vector<int32_t> pages = bench::ShuffledPages(batch, rng);
         const double sum_kv = static_cast<double>(batch_size) * ctx;
         for (const Setting& setting :
-             SettingsOf(batch, num_cu, filter.fixed_overhead, filter.versus)) {
+             SettingsOf(batch, num_cu, filter.fixed_overhead, filter.versus, filter.lanes_apart)) {
           if (!MeasureCase(batch, pages, "dense", batch_size, ctx, s.qlen, sum_kv, s.qlen * sum_kv,
                            buffers, num_cu, stream, filter.once, filter.item_clocks, setting,
                            &rows)) {
@@ -495,8 +515,8 @@ int Main(const Filter& filter) {
         slots.insert(slots.end(), perm.begin(), perm.begin() + topk);
       }
       const double pairs = static_cast<double>(layout->token_to_seq.size()) * topk;
-      for (const Setting& setting :
-           SettingsOf(layout->batch, num_cu, filter.fixed_overhead, filter.versus)) {
+      for (const Setting& setting : SettingsOf(layout->batch, num_cu, filter.fixed_overhead,
+                                               filter.versus, filter.lanes_apart)) {
         if (!MeasureCase(layout->batch, slots, "sparse2048", batch_size, ctx, qlen, pairs, pairs,
                          buffers, num_cu, stream, filter.once, filter.item_clocks, setting,
                          &rows)) {
@@ -587,6 +607,8 @@ int main(int argc, char** argv) {
       filter.once = true;
     } else if (arg == "--item-clocks") {
       filter.item_clocks = true;
+    } else if (arg == "--lanes-apart") {
+      filter.lanes_apart = true;
     } else if (arg == "--fixed-overhead" && i + 1 < argc) {
       filter.fixed_overhead = std::atoi(argv[++i]);
       if (filter.fixed_overhead < 0) {
@@ -641,7 +663,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--only DTYPE,H,QLEN,BATCH,CTX | --only DTYPE,sparse] [--once] "
-                   "[--item-clocks] "
+                   "[--item-clocks] [--lanes-apart] "
                    "[--page N] [--fixed-overhead N] "
                    "[--peer flashmla.json] [--versus PATH]\n",
                    argv[0]);

@@ -1014,7 +1014,15 @@ __device__ inline void ClearEmptyRequests(const MlaDecodeParams& p, int threads)
   }
 }
 
-// Walks block blockIdx.x's work items (work_indptr[cu] .. work_indptr[cu+1]-1): decodes and
+// The plan CU this block runs (MlaDecodeParams::cu_lanes): the L kv lanes of one walk position
+// on neighbouring blocks; blockIdx.x itself without lanes. A bijection on [0, num_cu) when L
+// divides num_cu (MlaDecodeParamsError checks it).
+__device__ __forceinline__ int PlanCu(const MlaDecodeParams& p) {
+  const int b = static_cast<int>(blockIdx.x), lanes = p.cu_lanes;
+  return lanes > 1 ? (b % lanes) * (p.num_cu / lanes) + b / lanes : b;
+}
+
+// Walks block PlanCu's work items (work_indptr[cu] .. work_indptr[cu+1]-1): decodes and
 // checks each (tiles of at most max_rows rows), records the trace, reports bad items and
 // calls run_item(item, cu) for the valid ones; then clears the rows of empty requests.
 // Every path's kernel is this walk around its own item routine; the block's first
@@ -1024,7 +1032,7 @@ __device__ inline void ClearEmptyRequests(const MlaDecodeParams& p, int threads)
 template <bool kRecord = true, class RunItem>
 __device__ void WalkItems(const MlaDecodeParams& p, int max_rows, RunItem&& run_item,
                           int record_threads = 0) {
-  const int cu = blockIdx.x;
+  const int cu = PlanCu(p);
   const int64_t w0 = p.work_indptr[cu], w1 = p.work_indptr[cu + 1];
   int order = 0;
   if (w0 < 0 || w1 < w0 || w1 > p.work_info_capacity) {

@@ -392,12 +392,12 @@ __global__ void __launch_bounds__(kSm90Threads, 1) MlaDecodeSm90Kernel(const Mla
   MergeBook* book = reinterpret_cast<MergeBook*>(smem + SmemSm90::kMergeBook);
   const int tid = static_cast<int>(threadIdx.x);
   auto sync = [] { __syncthreads(); };
-  if (merge) OpenMergeBook<kSm90Threads>(p, static_cast<int>(blockIdx.x), tid, book, sync);
+  if (merge) OpenMergeBook<kSm90Threads>(p, PlanCu(p), tid, book, sync);
   WalkItems(p, SmemSm90::kRows, [&](const Item& it, int cu) { RunItemSm90(p, it, smem, cu, seq); });
   // With merge asked for, the block's pieces of split tiles are counted once all its items ran,
   // and the block merges each tile whose count it completes (after the walk as in RunSm90Block,
   // mla_decode_sm90_producer.h).
-  if (merge) CloseMergeBook<kSm90Threads>(p, static_cast<int>(blockIdx.x), tid, book, sync);
+  if (merge) CloseMergeBook<kSm90Threads>(p, PlanCu(p), tid, book, sync);
 #endif
 }
 

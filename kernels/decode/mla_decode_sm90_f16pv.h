@@ -314,6 +314,7 @@ struct ItemRows {
   MlaStatus* status;
   int64_t kv_base, begin, e_lim;
   int32_t num_pages, page_size, log2_page;
+  int32_t cu;  // the plan CU (PlanCu), for the status word
 };
 
 // The item's V (dims 0-511 of its kv rows) read again by one warp (lane `lane`): the largest
@@ -338,7 +339,7 @@ __device__ __noinline__ void ReportF16Range(const ItemRows r, int lane) {
     worst = other > worst ? other : worst;
   }
   if (lane == 0 && worst >= kBf16VBeyondF16) {
-    Report(r.status, kMlaF16Range, static_cast<int>(blockIdx.x), -1, worst);
+    Report(r.status, kMlaF16Range, r.cu, -1, worst);
   }
 }
 
@@ -498,7 +499,8 @@ __device__ __forceinline__ void FinishItem(const MlaDecodeParams& p, const Item&
                           it.e_lim,
                           static_cast<int32_t>(p.num_pages),
                           p.page_size,
-                          it.log2_page};
+                          it.log2_page,
+                          PlanCu(p)};
       ReportF16Range(rows, at.lane);
     }
   }

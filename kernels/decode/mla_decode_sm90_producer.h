@@ -603,7 +603,7 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
     const int tid = static_cast<int>(threadIdx.x);
     auto merge_sync = [] { NamedBarrierSync(kSm90MergeBarrier, 2 * kSm90WgThreads); };
     if (merge) {
-      OpenMergeBook<2 * kSm90WgThreads>(p, static_cast<int>(blockIdx.x), tid, book, merge_sync);
+      OpenMergeBook<2 * kSm90WgThreads>(p, PlanCu(p), tid, book, merge_sync);
     }
     if constexpr (kOneConsumerCode) {
       WalkItems(
@@ -636,7 +636,7 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
     // serialize the kernels' wgmmas (C7520); and in a plan split at CU boundaries a tile's last
     // piece ends its block's walk anyway.
     if (merge) {
-      CloseMergeBook<2 * kSm90WgThreads>(p, static_cast<int>(blockIdx.x), tid, book, merge_sync);
+      CloseMergeBook<2 * kSm90WgThreads>(p, PlanCu(p), tid, book, merge_sync);
     }
     MLAPS_SM90_MARK(9, item);
     MLAPS_SM90_TIMES_END();

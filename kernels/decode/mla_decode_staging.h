@@ -136,6 +136,7 @@ inline MlaDecodeParams DecodeParamsFor(const Batch& batch, const WorkPlan& plan,
   p.work_info = d.plan + pa.work_info;
   p.work_info_capacity = plan.num_works();
   p.num_cu = plan.num_cu;
+  p.cu_lanes = plan.kv_lanes;  // the lanes of a request on neighbouring blocks (PlanCu)
   p.head_fold = plan.head_fold;
   p.tokens_per_tile = plan.tokens_per_tile;
   p.rows_per_tile = plan.rows_per_tile;

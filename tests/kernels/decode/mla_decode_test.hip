@@ -1174,6 +1174,16 @@ TEST(MlaDecodeApi, RefusesBadParams) {
   v.num_requests = 1;
   v.num_cu = 1;
   ASSERT_EQ(MlaDecodeParamsError(v), nullptr) << MlaDecodeParamsError(v);
+  // cu_lanes (the blocks' placement of a plan's kv lanes) must divide num_cu: otherwise some
+  // plan CU would run twice and another never.
+  const std::tuple<int, int, bool> lanes_cases[] = {{4, 2, true},  {4, 4, true},  {132, 2, true},
+                                                    {4, 3, false}, {4, 0, false}, {4, 8, false}};
+  for (auto [cus, lanes, ok] : lanes_cases) {
+    MlaDecodeParams l = v;
+    l.num_cu = cus;
+    l.cu_lanes = lanes;
+    EXPECT_EQ(MlaDecodeParamsError(l) == nullptr, ok) << cus << " CUs, " << lanes << " lanes";
+  }
   v.mask = kMlaMaskCpRoundRobin;
   EXPECT_NE(MlaDecodeParamsError(v), nullptr);  // no cp_global_kv_len
   v.cp_global_kv_len = words;

@@ -34,8 +34,10 @@ namespace mla {
 // (mla_decode_sm90_f16pv.h) has the S / P V and copy hooks too: a bench built with them in the
 // `mla_decode` library's copts times it the same way (notes.md, session 13); its bf16 P V also
 // ..._SKIP_WIDEN (V^T fragments used as they were loaded but for one mask, no scale or widening)
-// and ..._SKIP_VT_LOAD (dims tiles 1-3 reuse tile 0's fragments), the bench variants
-// probe_skip_widen and probe_skip_vt_load (kernels/decode/BUILD.bazel; session 31).
+// and ..._SKIP_VT_LOAD (dims tiles 1-3 reuse tile 0's fragments). Bench variants
+// (kernels/decode/BUILD.bazel, gpu_bundle.sh --variant): probe_skip_widen, probe_skip_vt_load
+// (session 31), probe_skip_copy (the shared memory zeroed first, RunSm90Block), probe_skip_s and
+// probe_skip_pv (session 32).
 #if defined(MLAPS_SM90_PROGRESS)
 __device__ unsigned long long* g_sm90_progress = nullptr;
 __device__ unsigned long long* g_sm90_times = nullptr;

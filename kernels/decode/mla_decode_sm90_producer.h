@@ -570,7 +570,8 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
   }
 #if defined(MLAPS_SM90_PROBE_SKIP_COPY)
   // Probe variants only: no data moves, so Q and the kv slots read as zeros (finite scores and
-  // O, the same path as real data) instead of whatever the shared memory held.
+  // O) instead of whatever the shared memory held. (With zeros the running max never moves: such
+  // a run also leaves out the rescales of O.)
   for (int i = static_cast<int>(threadIdx.x); i < SmemSm90::kRowM / 16;
        i += static_cast<int>(blockDim.x)) {
     reinterpret_cast<uint4*>(smem)[i] = make_uint4(0, 0, 0, 0);

@@ -36,6 +36,9 @@ namespace {
     }                                                                                            \
   } while (0)
 
+// Dynamic shared memory (unused) over half an SM's: one block an SM, as the decode kernels run.
+constexpr int kOneBlockAnSm = 120 * 1024;
+
 // kWidth threads of each warpgroup arrive (the barriers' count) and wait; the others idle.
 template <int kWidth>
 __global__ void __launch_bounds__(256, 1) MbarrierHopKernel(int rounds, long long* cycles) {
@@ -99,7 +102,9 @@ __global__ void __launch_bounds__(32, 1)
 
 template <int kWidth>
 void Measure(int rounds, int sms, long long* cycles_d) {
-  MbarrierHopKernel<kWidth><<<sms, 256>>>(rounds, cycles_d);
+  MLAPS_CHECK(hipFuncSetAttribute(MbarrierHopKernel<kWidth>,
+                                  hipFuncAttributeMaxDynamicSharedMemorySize, kOneBlockAnSm));
+  MbarrierHopKernel<kWidth><<<sms, 256, kOneBlockAnSm>>>(rounds, cycles_d);
   MLAPS_CHECK(hipGetLastError());
   MLAPS_CHECK(hipDeviceSynchronize());
   std::vector<long long> cycles(sms);
@@ -138,10 +143,13 @@ int main(int argc, char** argv) {
       "\n8 KB cp.async.bulk load to mbarrier completion, one at a time an SM (%d loads)\n\n",
       loads);
   std::printf("| source | mean cycles (busiest SM) |\n|---|---|\n");
+  MLAPS_CHECK(hipFuncSetAttribute(mlaps::BulkLoadLatencyKernel,
+                                  hipFuncAttributeMaxDynamicSharedMemorySize,
+                                  mlaps::kOneBlockAnSm));
   for (bool fresh : {true, false}) {
     // A write of the whole buffer first: none of it is left in the L2 for the fresh loads.
     MLAPS_CHECK(hipMemset(src, 2, bytes));
-    mlaps::BulkLoadLatencyKernel<<<sms, 32>>>(src, loads, fresh, cycles_d);
+    mlaps::BulkLoadLatencyKernel<<<sms, 32, mlaps::kOneBlockAnSm>>>(src, loads, fresh, cycles_d);
     MLAPS_CHECK(hipGetLastError());
     MLAPS_CHECK(hipDeviceSynchronize());
     std::vector<long long> cycles(sms);

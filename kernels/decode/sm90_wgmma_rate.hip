@@ -202,7 +202,7 @@ __global__ void __launch_bounds__(256, 1)
 
 struct Case {
   Shape w0, w1;
-  int warpgroups;  // 1: warpgroup 1 exits at once (iters 0)
+  int warpgroups;  // 1: the launch has 128 threads (warpgroup 0 only)
 };
 
 template <Shape kW0, Shape kW1>
@@ -266,7 +266,9 @@ int main(int argc, char** argv) {
   MLAPS_CHECK(hipMalloc(&cycles_d, 2 * sms * sizeof(long long)));
   MLAPS_CHECK(hipMalloc(&sink_d, 256 * sizeof(float)));
   std::printf("wgmma rate, %d SMs, %d kv blocks a warpgroup, best of 3 launches\n\n", sms, iters);
-  std::printf("| shape | warpgroups | busiest cycles | FMA/SM/cycle | of peak | ms | MHz |\n");
+  // ms: the launch's event time (with the launch and the shared-memory fill); MHz: busiest
+  // cycles over it, so a little under the SM clock.
+  std::printf("| shape | warpgroups | busiest cycles | FMA/SM/cycle | of peak | ms | ~MHz |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
   using mlaps::Measure;
   for (int wgs = 1; wgs <= 2; ++wgs) {

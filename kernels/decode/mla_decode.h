@@ -1,7 +1,8 @@
 // The persistent MLA decode kernel and its reduce, driven by a WorkPlan (metadata/work_plan.h).
 //
 // What runs (sim/executor.h states the execution model; the kernels follow it):
-//   * Decode: a persistent grid of num_cu blocks. Block c walks work items
+//   * Decode: a persistent grid of num_cu blocks, one a plan CU (PlanCu: block b runs CU b, or
+//     with cu_lanes the lanes of a plan side by side). CU c's block walks work items
 //     work_indptr[c] .. work_indptr[c+1]-1 in order. An item is one qo tile (q tokens
 //     [qo_start, qo_end) of virtual request v = b * head_fold + g, i.e. heads
 //     [g*H/r, (g+1)*H/r) of request b) against the kv pages [kv_start, kv_end) of request b:
@@ -107,15 +108,16 @@ enum MlaStatusCode : int32_t {
 
 struct MlaStatus {
   int32_t code;   // MlaStatusCode
-  int32_t cu;     // block that found it (reduce: the reduce tile); -1 when none
+  int32_t cu;     // plan CU whose block found it (reduce: the reduce tile); -1 when none
   int32_t index;  // work item (reduce: partial map entry, page index, ...); -1 when none
   int32_t pad;
   int64_t value;  // the offending value
 };
 static_assert(sizeof(MlaStatus) == 24, "MlaStatus is 24 bytes");
 
-// One executed work item (trace mode): block `cu` ran item `work` (its 8 work_info words as
-// the kernel read them) as its `order`-th item. Written at trace[work_indptr[cu] + order].
+// One executed work item (trace mode): the block of plan CU `cu` ran item `work` (its 8
+// work_info words as the kernel read them) as its `order`-th item. Written at trace[work_indptr[cu]
+// + order].
 struct MlaTraceEntry {
   int32_t cu;
   int32_t order;
@@ -184,10 +186,11 @@ struct MlaDecodeParams {
   int num_cu = 0;                        // grid size: one persistent block per CU
   // WorkPlan::kv_lanes (1: any plan): block b runs plan CU (b % L) * (num_cu / L) + b / L, so
   // that a request's tiles in the L kv lanes (CUs num_cu / L apart in the plan) run on
-  // neighbouring blocks, which the hardware places close: the second read of a kv block then
-  // hits the L2 (bf16 (32,3) on the H100: 1.82 -> 1.55 GB from DRAM, 7% faster; notes.md,
-  // session 32). Placement only: O, LSE and the trace (plan CUs) do not depend on it. Must
-  // divide num_cu.
+  // neighbouring blocks, which the hardware places close in practice: the second read of a kv
+  // block then hits the L2 (bf16 (32,3) on the H100: 1.82 -> 1.55 GB from DRAM, 7% faster, as
+  // measured by renumbering the plan's CUs the same way; notes.md, session 32). Placement only:
+  // O, LSE and the trace (plan CUs) do not depend on it. Must divide num_cu. Staging sets it
+  // (DecodeParamsFor); the C API, the CP rank runner and plans built on the GPU run with 1.
   int cu_lanes = 1;
   int head_fold = 1;        // r (WorkPlan::head_fold): H / r heads per virtual request
   int tokens_per_tile = 1;  // WorkPlan::tokens_per_tile: most q tokens in one item
@@ -206,7 +209,7 @@ struct MlaDecodeParams {
   // ---- Trace mode (optional) ------------------------------------------------------------
   MlaTraceEntry* trace = nullptr;  // [trace_capacity]: entry work_indptr[cu] + order
   int64_t trace_capacity = 0;
-  int32_t* trace_counts = nullptr;  // [num_cu]: items each block ran (written when trace)
+  int32_t* trace_counts = nullptr;  // [num_cu]: items each plan CU ran (written when trace)
   bool trace_clocks = false;        // also record clock64() around each item
   // ---- Tuning -----------------------------------------------------------------------------
   // Threads of a decode block: 256 (8 warps) or 512 (16 warps: twice the warps per

@@ -203,9 +203,9 @@ __device__ __forceinline__ void CountAndMerge(const MlaDecodeParams& p, int cu, 
 }
 
 // Before the walk, by the kThreads threads of the merge (`sync`: their barrier; `cu`: the
-// block): the block's items read by the lanes of the first warp, its pieces booked and their
-// tiles found. A block of more items than a warp has lanes, or of more than kMergeMaxPieces
-// pieces, books nothing (pieces = -1).
+// block's plan CU, PlanCu): the block's items read by the lanes of the first warp, its pieces
+// booked and their tiles found. A block of more items than a warp has lanes, or of more than
+// kMergeMaxPieces pieces, books nothing (pieces = -1).
 template <int kThreads, class Sync>
 __device__ __forceinline__ void OpenMergeBook(const MlaDecodeParams& p, int cu, int tid,
                                               MergeBook* book, Sync&& sync) {

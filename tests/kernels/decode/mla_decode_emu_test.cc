@@ -124,6 +124,15 @@ TEST(MlaDecodeEmuTest, Bf16SingleTokenVarlenPaged) {
   CheckCase(c, Plan(batch, 4), "bf16 H16 q1 page16 cu4");
 }
 
+TEST(MlaDecodeEmuTest, KvLanesOnNeighbouringBlocks) {
+  // Two tiles a request in two kv lanes: the blocks run the lanes side by side (PlanCu), each
+  // plan CU exactly once.
+  const Batch batch = MakeVarlenBatch(Arch::kSm90, DType::kBf16, 64, {600, 500, 550}, 2, 16);
+  const WorkPlan plan = Plan(batch, 8);
+  ASSERT_GT(plan.kv_lanes, 1);
+  CheckCase(sim::MakeDecodeCase(batch, 12), plan, "bf16 H64 q2 page16 cu8 lanes");
+}
+
 TEST(MlaDecodeEmuTest, Fp8MtpPartialTilesWithScales) {
   // (32, 3): tiles of 2 and 1 tokens; page 64 with a short last page.
   const Batch batch = MakeVarlenBatch(Arch::kSm90, DType::kFp8, 32, {70, 45}, 3, 64);

@@ -55,8 +55,9 @@ const char* MlaDecodeParamsError(const MlaDecodeParams& p) {
     return "sizes and capacities must be >= 0";
   }
   if (p.num_cu < 1) return "num_cu must be >= 1";
-  if (p.cu_lanes < 1 || p.num_cu % p.cu_lanes != 0)
+  if (p.cu_lanes < 1 || p.num_cu % p.cu_lanes != 0) {
     return "cu_lanes must be >= 1 and divide num_cu";
+  }
   if (p.num_heads < 1 || p.head_fold < 1 || p.num_heads % p.head_fold != 0) {
     return "head_fold must divide num_heads";
   }

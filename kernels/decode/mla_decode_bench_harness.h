@@ -14,20 +14,12 @@
 #include "absl/status/statusor.h"
 #include "kernels/decode/mla_decode.h"
 #include "kernels/decode/mla_decode_staging.h"
+#include "kernels/platform/hip_check.h"
 #include "kernels/platform/hip_runtime.h"
 #include "metadata/batch.h"
 #include "metadata/planner.h"
 #include "metadata/registry.h"
 #include "metadata/work_plan.h"
-
-#define MLAPS_CHECK_HIP(expr)                                                                   \
-  do {                                                                                          \
-    hipError_t e_ = (expr);                                                                     \
-    if (e_ != hipSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, hipGetErrorString(e_)); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
 
 namespace mlaps::bench {
 

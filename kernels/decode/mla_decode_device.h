@@ -1014,12 +1014,9 @@ __device__ inline void ClearEmptyRequests(const MlaDecodeParams& p, int threads)
   }
 }
 
-// The plan CU this block runs (MlaDecodeParams::cu_lanes): the L kv lanes of one walk position
-// on neighbouring blocks; blockIdx.x itself without lanes. A bijection on [0, num_cu) when L
-// divides num_cu (MlaDecodeParamsError checks it).
+// The plan CU this block runs (MlaPlanCu: a plan's kv lanes on neighbouring blocks).
 __device__ __forceinline__ int PlanCu(const MlaDecodeParams& p) {
-  const int b = static_cast<int>(blockIdx.x), lanes = p.cu_lanes;
-  return lanes > 1 ? (b % lanes) * (p.num_cu / lanes) + b / lanes : b;
+  return MlaPlanCu(static_cast<int>(blockIdx.x), p.num_cu, p.cu_lanes);
 }
 
 // Walks block PlanCu's work items (work_indptr[cu] .. work_indptr[cu+1]-1): decodes and

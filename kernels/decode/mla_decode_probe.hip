@@ -195,13 +195,12 @@ int Probe(const Shape& c, int sms, hipStream_t stream) {
   }
   std::printf("HANG after 3 s. Warps 0-3 consumer 0, 4-7 consumer 1, 8-11 producer:\n");
   std::map<std::string, int> patterns;
-  const int lanes = staged.decode.cu_lanes;  // block b runs plan CU PlanCu (mla_decode.h)
   for (int b = 0; b < plan->num_cu; ++b) {
     std::string line;
     for (int w = 0; w < 12; w += 4) line += Mark(progress[b * 12 + w]) + " ";
     ++patterns[line];
     if (b < 6) {
-      const int cu = lanes > 1 ? (b % lanes) * (plan->num_cu / lanes) + b / lanes : b;
+      const int cu = MlaPlanCu(b, plan->num_cu, staged.decode.cu_lanes);
       std::printf("block %d (CU %d, items %d..%d):", b, cu, plan->work_indptr[cu],
                   plan->work_indptr[cu + 1]);
       for (int w = 0; w < 12; ++w) std::printf(" %s", Mark(progress[b * 12 + w]).c_str());

@@ -22,19 +22,11 @@
 #include <vector>
 
 #include "kernels/decode/sm90_primitives.h"
+#include "kernels/platform/hip_check.h"
 #include "kernels/platform/hip_runtime.h"
 
 namespace mlaps {
 namespace {
-
-#define MLAPS_CHECK(call)                                                                        \
-  do {                                                                                           \
-    const hipError_t e = (call);                                                                 \
-    if (e != hipSuccess) {                                                                       \
-      std::fprintf(stderr, "%s: %s (%s:%d)\n", #call, hipGetErrorString(e), __FILE__, __LINE__); \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
 
 // Dynamic shared memory (unused) over half an SM's: one block an SM, as the decode kernels run.
 constexpr int kOneBlockAnSm = 120 * 1024;
@@ -102,13 +94,14 @@ __global__ void __launch_bounds__(32, 1)
 
 template <int kWidth>
 void Measure(int rounds, int sms, long long* cycles_d) {
-  MLAPS_CHECK(hipFuncSetAttribute(MbarrierHopKernel<kWidth>,
-                                  hipFuncAttributeMaxDynamicSharedMemorySize, kOneBlockAnSm));
+  MLAPS_CHECK_HIP(hipFuncSetAttribute(MbarrierHopKernel<kWidth>,
+                                      hipFuncAttributeMaxDynamicSharedMemorySize, kOneBlockAnSm));
   MbarrierHopKernel<kWidth><<<sms, 256, kOneBlockAnSm>>>(rounds, cycles_d);
-  MLAPS_CHECK(hipGetLastError());
-  MLAPS_CHECK(hipDeviceSynchronize());
+  MLAPS_CHECK_HIP(hipGetLastError());
+  MLAPS_CHECK_HIP(hipDeviceSynchronize());
   std::vector<long long> cycles(sms);
-  MLAPS_CHECK(hipMemcpy(cycles.data(), cycles_d, sms * sizeof(long long), hipMemcpyDeviceToHost));
+  MLAPS_CHECK_HIP(
+      hipMemcpy(cycles.data(), cycles_d, sms * sizeof(long long), hipMemcpyDeviceToHost));
   const long long busiest = *std::max_element(cycles.begin(), cycles.end());
   std::printf("| %3d | %8.1f |\n", kWidth, static_cast<double>(busiest) / (2.0 * rounds));
   std::fflush(stdout);
@@ -124,9 +117,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   int sms = 0;
-  MLAPS_CHECK(hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, 0));
+  MLAPS_CHECK_HIP(hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, 0));
   long long* cycles_d = nullptr;
-  MLAPS_CHECK(hipMalloc(&cycles_d, sms * sizeof(long long)));
+  MLAPS_CHECK_HIP(hipMalloc(&cycles_d, sms * sizeof(long long)));
   std::printf("mbarrier hop between two warpgroups, %d SMs, %d rounds\n\n", sms, rounds);
   std::printf("| threads arriving and waiting a side | cycles a hop |\n|---|---|\n");
   mlaps::Measure<1>(rounds, sms, cycles_d);
@@ -136,28 +129,29 @@ int main(int argc, char** argv) {
   // 1 GiB: 132 SMs x 8 KB x 992 loads fit.
   const int64_t bytes = int64_t{1} << 30;
   uint8_t* src = nullptr;
-  MLAPS_CHECK(hipMalloc(&src, bytes));
-  MLAPS_CHECK(hipMemset(src, 1, bytes));
+  MLAPS_CHECK_HIP(hipMalloc(&src, bytes));
+  MLAPS_CHECK_HIP(hipMemset(src, 1, bytes));
   const int loads = static_cast<int>(bytes / (int64_t{8192} * sms));
   std::printf(
       "\n8 KB cp.async.bulk load to mbarrier completion, one at a time an SM (%d loads)\n\n",
       loads);
   std::printf("| source | mean cycles (busiest SM) |\n|---|---|\n");
-  MLAPS_CHECK(hipFuncSetAttribute(mlaps::BulkLoadLatencyKernel,
-                                  hipFuncAttributeMaxDynamicSharedMemorySize,
-                                  mlaps::kOneBlockAnSm));
+  MLAPS_CHECK_HIP(hipFuncSetAttribute(mlaps::BulkLoadLatencyKernel,
+                                      hipFuncAttributeMaxDynamicSharedMemorySize,
+                                      mlaps::kOneBlockAnSm));
   for (bool fresh : {true, false}) {
     // A write of the whole buffer first: none of it is left in the L2 for the fresh loads.
-    MLAPS_CHECK(hipMemset(src, 2, bytes));
+    MLAPS_CHECK_HIP(hipMemset(src, 2, bytes));
     mlaps::BulkLoadLatencyKernel<<<sms, 32, mlaps::kOneBlockAnSm>>>(src, loads, fresh, cycles_d);
-    MLAPS_CHECK(hipGetLastError());
-    MLAPS_CHECK(hipDeviceSynchronize());
+    MLAPS_CHECK_HIP(hipGetLastError());
+    MLAPS_CHECK_HIP(hipDeviceSynchronize());
     std::vector<long long> cycles(sms);
-    MLAPS_CHECK(hipMemcpy(cycles.data(), cycles_d, sms * sizeof(long long), hipMemcpyDeviceToHost));
+    MLAPS_CHECK_HIP(
+        hipMemcpy(cycles.data(), cycles_d, sms * sizeof(long long), hipMemcpyDeviceToHost));
     std::printf("| %s | %lld |\n", fresh ? "DRAM (each chunk new)" : "L2 (the same chunk again)",
                 *std::max_element(cycles.begin(), cycles.end()));
   }
-  MLAPS_CHECK(hipFree(src));
-  MLAPS_CHECK(hipFree(cycles_d));
+  MLAPS_CHECK_HIP(hipFree(src));
+  MLAPS_CHECK_HIP(hipFree(cycles_d));
   return 0;
 }

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "kernels/decode/sm90_primitives.h"
+#include "kernels/platform/hip_check.h"
 #include "kernels/platform/hip_runtime.h"
 
 namespace mlaps {
@@ -191,15 +192,6 @@ __global__ void __launch_bounds__(256, 1)
 #endif
 }
 
-#define MLAPS_CHECK(call)                                                                        \
-  do {                                                                                           \
-    const hipError_t e = (call);                                                                 \
-    if (e != hipSuccess) {                                                                       \
-      std::fprintf(stderr, "%s: %s (%s:%d)\n", #call, hipGetErrorString(e), __FILE__, __LINE__); \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
-
 struct Case {
   Shape w0, w1;
   int warpgroups;  // 1: the launch has 128 threads (warpgroup 0 only)
@@ -208,35 +200,36 @@ struct Case {
 template <Shape kW0, Shape kW1>
 void Measure(const Case& c, int iters, int sms, long long* cycles_d, float* sink_d) {
   auto* kernel = WgmmaRateKernel<kW0, kW1>;
-  MLAPS_CHECK(hipFuncSetAttribute(kernel, hipFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  MLAPS_CHECK_HIP(
+      hipFuncSetAttribute(kernel, hipFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   std::vector<long long> cycles(2 * sms);
   long long best = 0;
   float best_ms = 0.0f;
   hipEvent_t start, stop;
-  MLAPS_CHECK(hipEventCreate(&start));
-  MLAPS_CHECK(hipEventCreate(&stop));
+  MLAPS_CHECK_HIP(hipEventCreate(&start));
+  MLAPS_CHECK_HIP(hipEventCreate(&stop));
   for (int rep = 0; rep < 3; ++rep) {
-    MLAPS_CHECK(hipEventRecord(start, nullptr));
+    MLAPS_CHECK_HIP(hipEventRecord(start, nullptr));
     // Warpgroup 1 runs kW1 `iters` times, or (one warpgroup) 128 threads only.
     kernel<<<sms, 128 * c.warpgroups, kSmemBytes>>>(iters, cycles_d, sink_d);
-    MLAPS_CHECK(hipGetLastError());
-    MLAPS_CHECK(hipEventRecord(stop, nullptr));
-    MLAPS_CHECK(hipEventSynchronize(stop));
-    MLAPS_CHECK(hipMemcpy(cycles.data(), cycles_d, cycles.size() * sizeof(long long),
-                          hipMemcpyDeviceToHost));
+    MLAPS_CHECK_HIP(hipGetLastError());
+    MLAPS_CHECK_HIP(hipEventRecord(stop, nullptr));
+    MLAPS_CHECK_HIP(hipEventSynchronize(stop));
+    MLAPS_CHECK_HIP(hipMemcpy(cycles.data(), cycles_d, cycles.size() * sizeof(long long),
+                              hipMemcpyDeviceToHost));
     long long busiest = 0;
     for (int b = 0; b < sms; ++b) {
       for (int w = 0; w < c.warpgroups; ++w) busiest = std::max(busiest, cycles[2 * b + w]);
     }
     float ms = 0.0f;
-    MLAPS_CHECK(hipEventElapsedTime(&ms, start, stop));
+    MLAPS_CHECK_HIP(hipEventElapsedTime(&ms, start, stop));
     if (rep == 0 || busiest < best) {
       best = busiest;
       best_ms = ms;
     }
   }
-  MLAPS_CHECK(hipEventDestroy(start));
-  MLAPS_CHECK(hipEventDestroy(stop));
+  MLAPS_CHECK_HIP(hipEventDestroy(start));
+  MLAPS_CHECK_HIP(hipEventDestroy(stop));
   int64_t fmas = FmasOf(c.w0) * iters;
   if (c.warpgroups == 2) fmas += FmasOf(c.w1) * iters;
   const double per_cycle = static_cast<double>(fmas) / static_cast<double>(best);
@@ -260,11 +253,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   int sms = 0;
-  MLAPS_CHECK(hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, 0));
+  MLAPS_CHECK_HIP(hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, 0));
   long long* cycles_d = nullptr;
   float* sink_d = nullptr;
-  MLAPS_CHECK(hipMalloc(&cycles_d, 2 * sms * sizeof(long long)));
-  MLAPS_CHECK(hipMalloc(&sink_d, 256 * sizeof(float)));
+  MLAPS_CHECK_HIP(hipMalloc(&cycles_d, 2 * sms * sizeof(long long)));
+  MLAPS_CHECK_HIP(hipMalloc(&sink_d, 256 * sizeof(float)));
   std::printf("wgmma rate, %d SMs, %d kv blocks a warpgroup, best of 3 launches\n\n", sms, iters);
   // ms: the launch's event time (with the launch and the shared-memory fill); MHz: busiest
   // cycles over it, so a little under the SM clock.
@@ -291,7 +284,7 @@ int main(int argc, char** argv) {
                                        sink_d);
   Measure<Shape::kS32, Shape::kPv64Vt>({Shape::kS32, Shape::kPv64Vt, 2}, iters, sms, cycles_d,
                                        sink_d);
-  MLAPS_CHECK(hipFree(cycles_d));
-  MLAPS_CHECK(hipFree(sink_d));
+  MLAPS_CHECK_HIP(hipFree(cycles_d));
+  MLAPS_CHECK_HIP(hipFree(sink_d));
   return 0;
 }

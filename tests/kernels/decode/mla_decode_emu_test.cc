@@ -124,6 +124,30 @@ TEST(MlaDecodeEmuTest, Bf16SingleTokenVarlenPaged) {
   CheckCase(c, Plan(batch, 4), "bf16 H16 q1 page16 cu4");
 }
 
+TEST(MlaDecodeEmuTest, PlanCuPutsALanesWalkPositionOnNeighbouringBlocks) {
+  for (int num_cu : {1, 6, 8, 132}) {
+    for (int lanes = 1; lanes <= 8; ++lanes) {
+      if (num_cu % lanes != 0) continue;
+      const int per_lane = num_cu / lanes;
+      std::vector<int> runs(num_cu, 0);
+      // Blocks lanes * w .. lanes * w + lanes - 1 run walk position w of lanes 0 .. lanes - 1
+      // (plan CU w + l * per_lane), each plan CU exactly once.
+      for (int w = 0; w < per_lane; ++w) {
+        for (int l = 0; l < lanes; ++l) {
+          const int cu = MlaPlanCu(lanes * w + l, num_cu, lanes);
+          ASSERT_GE(cu, 0);
+          ASSERT_LT(cu, num_cu);
+          ++runs[cu];
+          EXPECT_EQ(cu, w + l * per_lane) << num_cu << " CUs, " << lanes << " lanes";
+        }
+      }
+      EXPECT_EQ(runs, std::vector<int>(num_cu, 1)) << num_cu << " CUs, " << lanes << " lanes";
+    }
+    EXPECT_EQ(MlaPlanCu(num_cu - 1, num_cu, 1), num_cu - 1);
+  }
+  EXPECT_EQ(MlaPlanCu(1, 132, 2), 66);  // a request's second lane right beside its first
+}
+
 TEST(MlaDecodeEmuTest, KvLanesOnNeighbouringBlocks) {
   // Two tiles a request in two kv lanes: the blocks run the lanes side by side (PlanCu), each
   // plan CU exactly once.

@@ -200,16 +200,16 @@ constexpr float kBf16OUnscale = 256.0f;
 // A finite bf16 V magnitude (bits without the sign) from which the scaled f16 overflows: 2^24.
 constexpr uint32_t kBf16VBeyondF16 = 0x4b80u;
 
-// bf16: the V^T fragments of dims chunk `c` of the slot at `kv` (a consumer's dims tile) as
+// bf16: the V^T fragments of dims tile m of consumer w (chunk 4 w + m of the slot at `kv`) as
 // they lie in shared memory: 16 dims a warp x 16 tokens a k step, by ldmatrix .trans from the
 // chunk's token rows (lane: matrix j = lane / 8 holds dims + 8 (j & 1) and tokens + 8 (j >> 1);
 // its row lane % 8 is a token).
-__device__ __forceinline__ void LoadBf16VtTile(uint32_t kv, int c, int wtid,
+__device__ __forceinline__ void LoadBf16VtTile(uint32_t kv, int w, int m, int wtid,
                                                uint32_t (&raw)[4][4]) {
   const int warp = wtid >> 5, lane = wtid & 31;
   const int tok = 8 * (lane >> 4) + (lane & 7);
   const int unit = 2 * warp + ((lane >> 3) & 1);
-  const uint32_t chunk = kv + c * L::kChunk;
+  const uint32_t chunk = kv + (4 * w + m) * L::kChunk;
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
     const int t = 16 * kk + tok;
@@ -217,24 +217,22 @@ __device__ __forceinline__ void LoadBf16VtTile(uint32_t kv, int c, int wtid,
   }
 }
 
-// bf16: O^T[the consumer's dims] += V^T P^T for the block in the slot at `kv`: kTiles dims tiles
-// of 64 from chunk `first` (4 w for consumer w; the scorer variant splits 3 + 5 or 4 + 4, see
-// RunScorer). Tile m (dims chunk first + m) takes the four A fragments of LoadBf16VtTile, scaled by
-// 2^-8 and widened from bf16 to f16 (one mul.bf16x2 more a register: the range); P^T is the rope
-// chunk, K-major. The tiles are committed one by one, their A registers double-buffered (the tile
-// before last retires before its registers take the next tile's fragments), and the next tile's
-// fragments are loaded before a tile's wgmmas issue, their shared-memory latency behind them (tile
-// 0's, `raw`, by the caller, beside the rescale's loads). A V chunk is freed (empty_chunk[slot][4 w
-// + m]) once its fragments are in registers, so the producer refills it during the rest of the P V
-// rather than after it: the S of the owner's next block in this slot follows at once (notes.md,
-// session 23). Every tile has retired when it returns.
-template <int kTiles>
-__device__ __forceinline__ void Bf16PvT(const Sm90Bars& bars, uint32_t kv, int slot, int first,
-                                        int wtid, float (&o)[kTiles][32], uint32_t (&raw)[4][4]) {
+// bf16: O^T[dims 256 w ..] += V^T P^T for the block in the slot at `kv`. Tile m (dims chunk
+// 4 w + m) takes the four A fragments of LoadBf16VtTile, scaled by 2^-8 and widened from bf16 to
+// f16 (one mul.bf16x2 more a register: the range); P^T is the rope chunk, K-major. The tiles
+// are committed one by one, their A registers double-buffered (the tile before last retires
+// before its registers take the next tile's fragments), and the next tile's fragments are
+// loaded before a tile's wgmmas issue, their shared-memory latency behind them (tile 0's,
+// `raw`, by the caller, beside the rescale's loads). A V chunk is freed
+// (empty_chunk[slot][4 w + m]) once its fragments are in registers, so the producer refills it
+// during the rest of the P V rather than after it: the S of the owner's next block in this slot
+// follows at once (notes.md, session 23). Every tile has retired when it returns.
+__device__ __forceinline__ void Bf16PvT(const Sm90Bars& bars, uint32_t kv, int slot, int w,
+                                        int wtid, float (&o)[4][32], uint32_t (&raw)[4][4]) {
   const uint64_t p0 = MatrixDesc(kv + 8 * L::kChunk, 16, 1024, kSwizzle128B);
   uint32_t a[2][4][4];
 #pragma unroll
-  for (int m = 0; m < kTiles; ++m) {
+  for (int m = 0; m < 4; ++m) {
     if (m >= 2) WgmmaWait<1>();  // tile m - 2 retired: its A registers are free
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
@@ -249,9 +247,9 @@ __device__ __forceinline__ void Bf16PvT(const Sm90Bars& bars, uint32_t kv, int s
 #endif
       }
     }
-    MbarArrive(bars.EmptyChunk(slot, first + m));  // its fragments are in registers
+    MbarArrive(bars.EmptyChunk(slot, 4 * w + m));  // its fragments are in registers
 #if !defined(MLAPS_SM90_PROBE_SKIP_VT_LOAD)        // probe variants only: tile 0's fragments reused
-    if (m + 1 < kTiles) LoadBf16VtTile(kv, first + m + 1, wtid, raw);
+    if (m < 3) LoadBf16VtTile(kv, w, m + 1, wtid, raw);
 #endif
     WgmmaFence();
 #pragma unroll
@@ -262,7 +260,7 @@ __device__ __forceinline__ void Bf16PvT(const Sm90Bars& bars, uint32_t kv, int s
   }
   WgmmaWait<0>();
 #pragma unroll
-  for (int m = 0; m < kTiles; ++m) PinAccumulators(o[m]);
+  for (int m = 0; m < 4; ++m) PinAccumulators(o[m]);
 }
 
 // fp8: O^T[dims 256 w ..] += V^T P^T for the raw block at `rows`, k step by k step: the A
@@ -416,8 +414,7 @@ __device__ __forceinline__ void Softmax(const F16PvPlace& at, float (&s)[32], fl
 // O^T *= block n's rescale factors of the thread's 16 q rows, unless no row of the block moved
 // its reference max (the owner's four warp words; the usual case past an item's first blocks,
 // StepLazyRunningMax).
-template <int kTiles>
-__device__ __forceinline__ void RescaleO(const F16PvPlace& at, float (&o)[kTiles][32], uint32_t n) {
+__device__ __forceinline__ void RescaleO(const F16PvPlace& at, float (&o)[4][32], uint32_t n) {
   const uint4 moved = LoadShared128(at.base + L::kPvMoved + 16 * (n & 3));
   if ((moved.x | moved.y | moved.z | moved.w) == 0) return;
   const uint32_t alpha = at.base + L::kPvAlpha + 4 * (n & 3) * L::kRows;
@@ -427,32 +424,16 @@ __device__ __forceinline__ void RescaleO(const F16PvPlace& at, float (&o)[kTiles
     f[k] = LoadSharedF32(alpha + 4 * QRowOf(4 * (k >> 1) + (k & 1), at.quad));
   }
 #pragma unroll
-  for (int m = 0; m < kTiles; ++m) {
+  for (int m = 0; m < 4; ++m) {
 #pragma unroll
     for (int i = 0; i < 32; ++i) o[m][i] *= f[2 * (i >> 2) + (i & 1)];
   }
 }
 
-// Our V chunks first .. first + kTiles - 1 of the block in `slot` (`parity`: its full barriers'
-// phase) for a P V after another warpgroup's S (which read every chunk, so they have landed:
-// tested at once, waited for only if one had not; our own wait orders our reads of them).
-template <int kTiles>
-__device__ __forceinline__ void WaitVChunks(const F16PvPlace& at, int slot, uint32_t parity,
-                                            int first) {
-  bool landed = true;
-#pragma unroll
-  for (int c = 0; c < kTiles; ++c) {
-    landed = MbarTest(at.bars.Full(slot, first + c), parity) && landed;
-  }
-  if (!WarpUniform(landed)) {
-#pragma unroll
-    for (int c = 0; c < kTiles; ++c) MbarWait(at.bars.Full(slot, first + c), parity);
-  }
-}
-
 // The non-owner's statistics of block n (in `slot`; `parity`: its full barriers' phase): the
-// running max after it, our row sums rescaled by its factors, and our half of its V
-// (WaitVChunks).
+// running max after it, our row sums rescaled by its factors, and our half of its V (the
+// owner's S read every chunk, so it has landed: tested at once, waited for only if one had not;
+// our own wait orders our reads of it).
 __device__ __forceinline__ void TakeStats(const F16PvPlace& at, uint32_t n, int slot,
                                           uint32_t parity, int w, float (&m)[2], float (&l)[2]) {
   MLAPS_SM90_TRACE_AT(kTraceStatsWait, n);
@@ -464,15 +445,20 @@ __device__ __forceinline__ void TakeStats(const F16PvPlace& at, uint32_t n, int 
     m[h] = LoadSharedF32(at.base + L::kRowM + 4 * row);
     l[h] *= LoadSharedF32(at.base + L::kPvAlpha + 4 * ((n & 3) * L::kRows + row));
   }
-  WaitVChunks<4>(at, slot, parity, 4 * w);
+  bool landed = true;
+#pragma unroll
+  for (int c = 0; c < 4; ++c) landed = MbarTest(at.bars.Full(slot, 4 * w + c), parity) && landed;
+  if (!WarpUniform(landed)) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) MbarWait(at.bars.Full(slot, 4 * w + c), parity);
+  }
 }
 
 // A consumer's registers at an item's start: O^T and the row sums zero, the running max -inf,
 // and the kv tokens (from it.begin) that the thread's rows r0, r0 + 8 see.
-template <int kTiles>
 __device__ __forceinline__ void StartItem(const MlaDecodeParams& p, const Item& it,
-                                          const F16PvPlace& at, float (&o)[kTiles][32],
-                                          float (&m)[2], float (&l)[2], int32_t (&vend)[2]) {
+                                          const F16PvPlace& at, float (&o)[4][32], float (&m)[2],
+                                          float (&l)[2], int32_t (&vend)[2]) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int64_t v = VisibleEnd(p, it, it.first_token + (at.r0 + 8 * h) / it.hpg) - it.begin;
@@ -481,28 +467,26 @@ __device__ __forceinline__ void StartItem(const MlaDecodeParams& p, const Item& 
     l[h] = 0.0f;
   }
 #pragma unroll
-  for (int t = 0; t < kTiles; ++t) {
+  for (int t = 0; t < 4; ++t) {
 #pragma unroll
     for (int i = 0; i < 32; ++i) o[t][i] = 0.0f;
   }
 }
 
 // Consumer w's end of item `item` once every P V of it retired: (bf16) the V range check, then
-// the row sums of both consumers, O^T's dims (kTiles tiles from dims chunk `first`; fp8: 4 w,
-// 4 tiles) normalized and stored, and (w = 0) the LSE.
-template <bool kFp8, int kTiles = 4>
+// the row sums of both consumers, O^T's 256 dims normalized and stored, and the LSE.
+template <bool kFp8>
 __device__ __forceinline__ void FinishItem(const MlaDecodeParams& p, const Item& it,
-                                           const F16PvPlace& at, float (&o)[kTiles][32],
+                                           const F16PvPlace& at, float (&o)[4][32],
                                            const float (&m)[2], const float (&l)[2], uint32_t item,
-                                           int w, int first) {
-  static_assert(!kFp8 || kTiles == 4, "fp8 consumers hold 4 dims tiles each");
+                                           int w) {
   // bf16 V widened to f16 (scaled): a value f16 cannot hold turns every O^T element it meets
   // non-finite (P x inf, or 0 x inf = NaN, in the rows of its dim); only then is the item's V
   // read again to tell that from inf / NaN inputs (ReportF16Range).
   if (!kFp8) {
     bool finite = true;
 #pragma unroll
-    for (int t = 0; t < kTiles; ++t) {
+    for (int t = 0; t < 4; ++t) {
 #pragma unroll
       for (int i = 0; i < 32; ++i) finite = finite && IsFinite(o[t][i]);
     }
@@ -581,7 +565,7 @@ __device__ __forceinline__ void FinishItem(const MlaDecodeParams& p, const Item&
     return;
   }
   // bf16: element i of tile t is dim d0 + 64 t + 8 ((i >> 1) & 1).
-  const int d0 = 64 * first + 16 * at.warp + (at.lane >> 2);
+  const int d0 = 256 * w + 16 * at.warp + (at.lane >> 2);
 #pragma unroll
   for (int i = 0; i < 32; ++i) {
     const int row = QRowOf(i, at.quad);
@@ -591,17 +575,17 @@ __device__ __forceinline__ void FinishItem(const MlaDecodeParams& p, const Item&
     if (it.partial < 0 && p.o_fp32 != nullptr) {  // fp32 final O (CP ranks)
       float* dst = p.o_fp32 + FinalRow(p, it, row) * kDimV + d;
 #pragma unroll
-      for (int t = 0; t < kTiles; ++t) dst[64 * t] = o[t][i] * scale;
+      for (int t = 0; t < 4; ++t) dst[64 * t] = o[t][i] * scale;
     } else if (it.partial < 0) {
       uint16_t* dst = p.o + FinalRow(p, it, row) * kDimV + d;
 #pragma unroll
-      for (int t = 0; t < kTiles; ++t) {
+      for (int t = 0; t < 4; ++t) {
         dst[64 * t] = static_cast<uint16_t>(PackBf16x2(o[t][i] * scale, 0.0f) & 0xffffu);
       }
     } else {
       float* dst = p.partial_o + PartialRow(it, row) * kDimV + d;
 #pragma unroll
-      for (int t = 0; t < kTiles; ++t) dst[64 * t] = o[t][i] * scale;
+      for (int t = 0; t < 4; ++t) dst[64 * t] = o[t][i] * scale;
     }
   }
 }
@@ -710,114 +694,19 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
     if constexpr (kFp8) {
       LoadVtStep(RawRows(at.base, slot) + 4 * w * L::kChunk, 0, at.wtid, v_first);
     } else {
-      LoadBf16VtTile(at.base + L::kKv + slot * L::kTile, 4 * w, at.wtid, vt_first);
+      LoadBf16VtTile(at.base + L::kKv + slot * L::kTile, w, 0, at.wtid, vt_first);
     }
     RescaleO(at, o, n);
     if constexpr (kFp8) {
       RawPvT<!kPvLate>(RawRows(at.base, slot), p_tile, w, at.wtid, o, pv_a, v_first);
     } else {
-      Bf16PvT(at.bars, at.base + L::kKv + slot * L::kTile, slot, 4 * w, at.wtid, o, vt_first);
+      Bf16PvT(at.bars, at.base + L::kKv + slot * L::kTile, slot, w, at.wtid, o, vt_first);
     }
     if (!kPvLate) MbarArrive(at.bars.Empty(slot, w));
     MLAPS_SM90_TRACE_AT(kTracePvEnd, n);
   }
   retire_pv(nblk);
-  FinishItem<kFp8>(p, it, at, o, m, l, item, w, 4 * w);
-  return nblk;
-}
-
-// ---- The scorer variant (bf16; MLAPS_SM90_SCORER3 / _SCORER4, off by default) ----------------
-//
-// Roles by work instead of by block: consumer 0 (the scorer) runs every block's S, mask and
-// softmax and the P V of dims tiles 0 .. kScorer - 1; consumer 1 only the P V of tiles kScorer
-// .. 7, as soon as the scorer publishes the block's P and factors (score_stats). So the last
-// reader of a slot is the P V-only consumer, which has nothing else queued: the slot is freed
-// one P V after the softmax, and the scorer's S of block n + 2 no longer waits behind the other
-// consumer's S of n + 1 (the default's chain: a non-owner P V plus a refill a block, notes.md,
-// session 26). The scorer holds the whole running max and the row sums (the other's stay 0).
-// Same handoffs, buffers and producer as the default: score_stats[n % 2], kPvAlpha[n % 4] /
-// kPvMoved[n % 4] (the scorer writes block n + 4's only after its S of n + 4, whose slot the
-// other freed after its P V of n + 2), empty_chunk per chunk, empty[slot][w] per consumer.
-#if defined(MLAPS_SM90_SCORER3)
-constexpr int kScorerTiles = 3;
-#elif defined(MLAPS_SM90_SCORER4)
-constexpr int kScorerTiles = 4;
-#else
-constexpr int kScorerTiles = 0;  // the default: RunConsumer's roles by block
-#endif
-
-// The scorer's part of one item (consumer 0; kScorer: its dims tiles, from chunk 0).
-template <int kScorer>
-__device__ int RunScorer(const MlaDecodeParams& p, const Item& it, uint8_t* smem, uint32_t seq,
-                         uint32_t item) {
-  const F16PvPlace at = PlaceOf(smem);
-  const int nblk = BlocksOf(it);
-  const float scale_log2 = p.sm_scale * p.q_scale * p.kv_scale * kLog2e;
-  float o[kScorer][32], s[32], m[2], l[2];
-  int32_t vend[2];
-  StartItem(p, it, at, o, m, l, vend);
-  MbarWait(at.bars.QFull(), item & 1);
-  if (nblk == 0) MbarArrive(at.bars.QEmpty());
-#pragma unroll 1
-  for (int i = 0; i < nblk; ++i) {
-    const uint32_t n = seq + i;
-    const int slot = static_cast<int>(n & 1);
-    const uint32_t kv = at.base + L::kKv + slot * L::kTile;
-    MLAPS_SM90_TRACE_AT(kTraceSStart, n);
-    IssueBf16Scores(at.bars, at.base, slot, n, s);
-    MLAPS_SM90_TRACE_AT(kTraceSIssued, n);
-    WgmmaWait<0>();
-    PinAccumulators(s);
-    MLAPS_SM90_TRACE_AT(kTraceSRetired, n);
-    if (i + 1 == nblk) MbarArrive(at.bars.QEmpty());  // the item's last S read Q
-    MLAPS_SM90_TRACE_AT(kTraceSoftmax, n);
-    Softmax<false>(at, s, m, l, vend, i, n, scale_log2, kv + 8 * L::kChunk, [] {});
-    MLAPS_SM90_TRACE_AT(kTraceSoftmaxEnd, n);
-    NamedBarrierSync(2, kSm90WgThreads);  // all of P and the factors written
-    MLAPS_SM90_TRACE_AT(kTracePv, n);
-    uint32_t vt_first[4][4];
-    LoadBf16VtTile(kv, 0, at.wtid, vt_first);
-    RescaleO(at, o, n);
-    Bf16PvT(at.bars, kv, slot, 0, at.wtid, o, vt_first);
-    MbarArrive(at.bars.Empty(slot, 0));
-    MLAPS_SM90_TRACE_AT(kTracePvEnd, n);
-  }
-  FinishItem<false>(p, it, at, o, m, l, item, 0, 0);
-  return nblk;
-}
-
-// The other consumer's part of one item (consumer 1): the P V of dims tiles kScorer .. 7 of
-// every block once the scorer published it. It reads no Q (q_empty at once) and keeps no row
-// sums (0: the scorer's are the item's).
-template <int kScorer>
-__device__ int RunPvOnly(const MlaDecodeParams& p, const Item& it, uint8_t* smem, uint32_t seq,
-                         uint32_t item) {
-  constexpr int kTiles = L::kChunks - 1 - kScorer;
-  const F16PvPlace at = PlaceOf(smem);
-  const int nblk = BlocksOf(it);
-  float o[kTiles][32], m[2], l[2];
-  int32_t vend[2];
-  StartItem(p, it, at, o, m, l, vend);
-  MbarWait(at.bars.QFull(), item & 1);
-  MbarArrive(at.bars.QEmpty());
-#pragma unroll 1
-  for (int i = 0; i < nblk; ++i) {
-    const uint32_t n = seq + i;
-    const int slot = static_cast<int>(n & 1);
-    const uint32_t kv = at.base + L::kKv + slot * L::kTile;
-    MLAPS_SM90_TRACE_AT(kTraceStatsWait, n);
-    MbarWait(at.bars.ScoreStats(n), (n >> 1) & 1);
-    MLAPS_SM90_TRACE_AT(kTraceStatsIn, n);
-    WaitVChunks<kTiles>(at, slot, (n >> 1) & 1, kScorer);
-    MLAPS_SM90_TRACE_AT(kTracePv, n);
-    uint32_t vt_first[4][4];
-    LoadBf16VtTile(kv, kScorer, at.wtid, vt_first);
-    RescaleO(at, o, n);
-    Bf16PvT(at.bars, kv, slot, kScorer, at.wtid, o, vt_first);
-    MbarArrive(at.bars.Empty(slot, 1));
-    MLAPS_SM90_TRACE_AT(kTracePvEnd, n);
-  }
-  FinishItem<false>(p, it, at, o, m, l, item, 1, kScorer);
+  FinishItem<kFp8>(p, it, at, o, m, l, item, w);
   return nblk;
 }
 
@@ -842,12 +731,7 @@ __global__ void __launch_bounds__(kF16PvThreads, 1)
   RunSm90Block<kFp8, /*kWiden=*/false, SmemSm90::kRows, /*kTma=*/true, /*kOneConsumerCode=*/true,
                /*kEvictFirst=*/true, kConsumerRegs, /*kL2Fill=*/!kFp8, /*kChunkFree=*/!kFp8>(
       p, &kv_map, [&](int w, const Item& it, uint8_t* smem, uint32_t seq, uint32_t item) {
-        if constexpr (!kFp8 && kScorerTiles > 0) {
-          return w == 0 ? RunScorer<kScorerTiles>(p, it, smem, seq, item)
-                        : RunPvOnly<kScorerTiles>(p, it, smem, seq, item);
-        } else {
-          return RunConsumer<kFp8>(p, it, smem, seq, item, w);
-        }
+        return RunConsumer<kFp8>(p, it, smem, seq, item, w);
       });
 #endif
 }

@@ -66,11 +66,6 @@ constexpr int kSm90PrefetchAhead = MLAPS_SM90_PROBE_PREFETCH_AHEAD;
 #else
 constexpr int kSm90PrefetchAhead = 2;  // kv blocks between a block's L2 fill and its copies
 #endif
-#if defined(MLAPS_SM90_L2_FILL_TMA)  // variant (off by default): CopyItemSm90's L2 fill
-constexpr bool kSm90L2FillTma = true;
-#else
-constexpr bool kSm90L2FillTma = false;
-#endif
 constexpr int kSm90CopyThreads = 64;
 constexpr int kSm90ConvertThreads = 64;
 
@@ -398,15 +393,9 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
     // The L2 fill, kSm90PrefetchAhead blocks ahead, of blocks that cp.async will copy (not of
     // TMA-shaped blocks: the bf16 narrow kernel read ~45% more from DRAM with it, notes.md; one
     // with a bad page, copied as zeros, goes without it too).
-    if (kL2Fill && t + kSm90PrefetchAhead < nblk) {
-      if (!kTma || !WarpUniform(TmaShaped(p, it, t + kSm90PrefetchAhead))) {
-        PrefetchKvBlock<kFp8>(p, it, t + kSm90PrefetchAhead, ctid);
-      } else if (kSm90L2FillTma && kChunkFree && ctid != 0) {
-        // Variant l2_fill_tma: TMA blocks too, by the copy threads that issue no TMA (token 0's
-        // row by thread 32), so that the refill of a freed slot finds its rows in the L2.
-        PrefetchKvBlock<kFp8>(p, it, t + kSm90PrefetchAhead, ctid);
-        if (ctid == 32) PrefetchKvBlock<kFp8>(p, it, t + kSm90PrefetchAhead, 0);
-      }
+    if (kL2Fill && t + kSm90PrefetchAhead < nblk &&
+        (!kTma || !WarpUniform(TmaShaped(p, it, t + kSm90PrefetchAhead)))) {
+      PrefetchKvBlock<kFp8>(p, it, t + kSm90PrefetchAhead, ctid);
     }
     // Positions 0-3 once their half was freed, then 4-8 (chunk 8 needs both). (A kernel whose
     // consumer reads a whole block frees both halves: the narrow fp8 one.)

@@ -234,6 +234,26 @@ absl::StatusOr<ResolvedPlan> ResolvePlan(const Batch& batch, const PlanOptions& 
 
 int DefaultKvLanes(Arch arch) { return arch == Arch::kSm90 ? kMaxKvLanes : 1; }
 
+namespace {
+
+// KvLanes' rule for requests of m tiles each: the largest divisor of m that divides num_cu, at
+// most max_lanes; else 1.
+int LanesOfTileCount(int m, int num_cu, int max_lanes) {
+  for (int d = std::min(max_lanes, m); d > 1; --d) {
+    if (m % d == 0 && num_cu % d == 0) return d;
+  }
+  return 1;
+}
+
+}  // namespace
+
+int UniformKvLanes(const ResolvedVariant& variant, int qlen, int num_cu, int max_lanes) {
+  const int per_tile = std::max(1, variant.tokens_per_tile);
+  const int64_t m =
+      static_cast<int64_t>(variant.head_fold) * ((std::max(1, qlen) + per_tile - 1) / per_tile);
+  return LanesOfTileCount(static_cast<int>(std::min<int64_t>(m, 1 << 30)), num_cu, max_lanes);
+}
+
 int KvLanes(absl::Span<const QoTile> tiles, int num_cu, int max_lanes) {
   // M: the tiles with kv of each request that has any (tiles come request by request).
   int m = 0;
@@ -247,10 +267,7 @@ int KvLanes(absl::Span<const QoTile> tiles, int num_cu, int max_lanes) {
     }
     i = j;
   }
-  for (int d = std::min(max_lanes, m); d > 1; --d) {
-    if (m % d == 0 && num_cu % d == 0) return d;
-  }
-  return 1;
+  return LanesOfTileCount(m, num_cu, max_lanes);
 }
 
 std::vector<QoTile> LaneMajorTiles(std::vector<QoTile> tiles, int lanes) {

@@ -75,6 +75,12 @@ struct QoTile {
 // PlanOptions::kv_lanes), at most max_lanes (>= 1).
 int KvLanes(absl::Span<const QoTile> tiles, int num_cu, int max_lanes);
 
+// KvLanes of the plan of a batch whose requests all have qlen q tokens (and kv): its requests
+// have head_fold * ceil(qlen / tokens_per_tile) tiles each. What a decode launch that did not
+// see the plan being made passes as MlaDecodeParams::cu_lanes (the C API's mlaps_kv_lanes):
+// placement only, any divisor of num_cu computes the same output.
+int UniformKvLanes(const ResolvedVariant& variant, int qlen, int num_cu, int max_lanes);
+
 // A contiguous kv piece of a tile assigned to one CU: request-local kv tokens
 // [kv_begin, kv_end).
 struct Assignment {

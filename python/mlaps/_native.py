@@ -8,7 +8,7 @@ import ctypes
 import os
 import threading
 
-ABI_VERSION = 4
+ABI_VERSION = 5
 
 OK = 0
 INVALID_ARGUMENT = 1
@@ -55,7 +55,7 @@ class PlanSizes(ctypes.Structure):
                             "heads_per_group", "blocks_per_cu", "kv_granularity",
                             "fixed_overhead", "num_virtual_requests", "num_works",
                             "num_reduce_tiles", "num_reduce_pieces", "num_partial_rows",
-                            "max_qlen")]
+                            "max_qlen", "kv_lanes")]
 
 
 class CapacityQuery(ctypes.Structure):
@@ -197,6 +197,7 @@ def cpu():
     _declare(lib, "mlaps_capacity_of", _i32, [P(CapacityQuery), P(Capacity), cp, _i64])
     _declare(lib, "mlaps_default_fixed_overhead", _i32,
              [P(VariantQuery), _i32, _i32, _i32, P(_i32), cp, _i64])
+    _declare(lib, "mlaps_kv_lanes", _i32, [P(VariantQuery), _i32, _i32, P(_i32), cp, _i64])
     _declare(lib, "mlaps_plan", _i32,
              [P(Batch), P(PlanOptions), P(PlanBuffers), P(PlanSizes), cp, _i64])
     _declare(lib, "mlaps_check_plan", _i32,

@@ -57,7 +57,7 @@ class _DecodeArgs(ctypes.Structure):
         ("reduce_partial_map", _vp), ("reduce_partial_map_capacity", _i64),
         ("num_reduce_tiles_device", _vp), ("reduce_tiles_capacity", _i32), ("o_fp32", _i32),
         ("o", _vp), ("lse", _vp), ("partial_o", _vp), ("partial_lse", _vp),
-        ("partial_rows_capacity", _i64), ("status", _vp)]
+        ("partial_rows_capacity", _i64), ("status", _vp), ("cu_lanes", _i32)]
 
 
 class _SparseGatherArgs(ctypes.Structure):
@@ -317,6 +317,12 @@ def _variant(heads, qlen, qd, kd, arch, cp, lse):
 
 
 @functools.lru_cache(maxsize=256)
+def _kv_lanes(heads, qlen, qd, kd, arch, cp, lse, num_cu):
+    return _planner.kv_lanes(heads, qlen, _util.DTYPE_NAMES[qd], _util.DTYPE_NAMES[kd], num_cu,
+                             arch=_util.ARCH_NAMES[arch], cp_round_robin=cp, lse=lse)
+
+
+@functools.lru_cache(maxsize=256)
 def _fixed_overhead(heads, qlen, qd, kd, arch, cp, lse, page_size, kv_granularity, num_cu):
     return _planner.default_fixed_overhead(heads, qlen, _util.DTYPE_NAMES[qd],
                                            _util.DTYPE_NAMES[kd], page_size, kv_granularity,
@@ -507,6 +513,11 @@ def mla_decode_fwd(q, kv_buffer, o, qo_indptr, kv_indptr, kv_indices, kv_last_pa
         a.cp_world_size, a.cp_interleave, a.cp_rank = 1, 1, 0
     a.work_indptr, a.work_info, a.work_info_capacity = wip.ptr, info.ptr, info.shape[0]
     a.num_cu = wip.shape[0] - 1
+    # The plan's kv lanes as the planners make them for a batch of max_seqlen_q tokens a request
+    # (the metadata is on the device; a batch of other qlens has no lanes, and any value only
+    # places blocks).
+    a.cu_lanes = _kv_lanes(heads, qlen, dtype, dtype, _util.arch_code(arch), cp is not None,
+                           bool(plan_lse), a.num_cu)
     a.head_fold, a.tokens_per_tile = v["head_fold"], v["tokens_per_tile"]
     a.rows_per_tile = v["rows_per_tile"]
     a.reduce_indptr, a.reduce_final_map, a.reduce_partial_map = rip.ptr, rfm.ptr, rpm.ptr

@@ -35,7 +35,7 @@ _H = {  # header word -> name (words 12 .. 31)
     "magic": 12, "version": 13, "num_cu": 14, "head_fold": 15, "tokens_per_tile": 16,
     "rows_per_tile": 17, "num_heads": 18, "arch": 19, "q_dtype": 20, "kv_dtype": 21,
     "max_qlen": 22, "page_size": 23, "flags": 24, "sparse_topk": 25, "kv_granularity": 26,
-    "lse": 27,
+    "lse": 27, "kv_lanes": 28,
 }
 _META_DTYPES = (np.uint64, np.int64)  # AITER's uint64; int64 where uint64 support is thin
 _STATUS = {"code": 0, "index": 1, "num_virtual_requests": 6, "num_works": 7,
@@ -92,6 +92,23 @@ def default_fixed_overhead(num_heads, qlen, q_dtype, kv_dtype, page_size, kv_gra
         ctypes.byref(q), _util.int_arg("page_size", page_size, 1),
         _util.int_arg("kv_granularity", kv_granularity, 0), _util.int_arg("num_cu", num_cu, 0),
         ctypes.byref(out), err.buf, err.size), err, "default_fixed_overhead")
+    return out.value
+
+
+def kv_lanes(num_heads, qlen, q_dtype, kv_dtype, num_cu, max_lanes=0, arch=None,
+             cp_round_robin=False, lse=False):
+    """The kv lanes of a plan whose requests all have qlen q tokens on num_cu blocks (at most
+    max_lanes; 0: the arch's default): the plan's own (read_metadata's "kv_lanes") for such a
+    batch. mla_decode_fwd passes it to the kernel, which then runs a request's lanes on
+    neighbouring blocks; any value computes the same output (placement only)."""
+    lib = _native.cpu()
+    q = _variant_query(num_heads, qlen, q_dtype, kv_dtype, arch, cp_round_robin, lse)
+    out = _native._i32()
+    err = _native.Error()
+    _native.raise_for(lib.mlaps_kv_lanes(
+        ctypes.byref(q), _util.int_arg("num_cu", num_cu, 1),
+        _util.int_arg("max_lanes", max_lanes, 0), ctypes.byref(out), err.buf, err.size),
+        err, "kv_lanes")
     return out.value
 
 
@@ -288,5 +305,5 @@ def get_mla_metadata_v1(seqlens_qo_indptr, seqlens_kv_indptr, kv_last_page_lens,
         META_MAGIC, META_VERSION, sizes.num_cu, sizes.head_fold, sizes.tokens_per_tile,
         sizes.rows_per_tile, h, arch_c, qd, kd, sizes.max_qlen, page_size,
         int(bool(is_causal)) | int(bool(is_cp_round_robin)) << 1, max(0, topk),
-        sizes.kv_granularity, int(bool(lse)), 0, 0, 0, 0)
+        sizes.kv_granularity, int(bool(lse)), sizes.kv_lanes, 0, 0, 0)
     return None

@@ -256,6 +256,26 @@ static int32_t mlaps_default_fixed_overhead_impl(const mlaps_variant_query* quer
   return MLAPS_OK;
 }
 
+static int32_t mlaps_kv_lanes_impl(const mlaps_variant_query* query, int32_t num_cu,
+                                   int32_t max_lanes, int32_t* out, char* err, int64_t err_len) {
+  if (query == nullptr || out == nullptr) {
+    return Fail(MLAPS_INVALID_ARGUMENT, "query or out is NULL", err, err_len);
+  }
+  if (num_cu < 1 || max_lanes < 0) {
+    return Fail(MLAPS_INVALID_ARGUMENT,
+                absl::StrCat("num_cu = ", num_cu, ", max_lanes = ", max_lanes,
+                             ": need num_cu >= 1 and max_lanes >= 0 (0: the arch's default)"),
+                err, err_len);
+  }
+  mlaps::VariantQuery q;
+  if (absl::Status s = ParseVariantQuery(query, &q); !s.ok()) return FromStatus(s, err, err_len);
+  absl::StatusOr<mlaps::ResolvedVariant> v = mlaps::ResolveVariant(q);
+  if (!v.ok()) return FromStatus(v.status(), err, err_len);
+  *out = mlaps::UniformKvLanes(*v, q.qlen, num_cu,
+                               max_lanes > 0 ? max_lanes : mlaps::DefaultKvLanes(q.arch));
+  return MLAPS_OK;
+}
+
 static int32_t mlaps_capacity_of_impl(const mlaps_capacity_query* query, mlaps_capacity* out,
                                       char* err, int64_t err_len) {
   if (query == nullptr || out == nullptr) {
@@ -357,6 +377,7 @@ static int32_t mlaps_plan_impl(const mlaps_batch* batch, const mlaps_plan_option
   out.num_reduce_pieces = r->num_reduce_pieces;
   out.num_partial_rows = r->num_partial_rows;
   out.max_qlen = b.max_qlen();
+  out.kv_lanes = r->kv_lanes;
   *sizes = out;
   return MLAPS_OK;
 }
@@ -503,6 +524,12 @@ int32_t mlaps_default_fixed_overhead(const mlaps_variant_query* query, int32_t p
     return mlaps_default_fixed_overhead_impl(query, page_size, kv_granularity, num_cu, out, err,
                                              err_len);
   });
+}
+
+int32_t mlaps_kv_lanes(const mlaps_variant_query* query, int32_t num_cu, int32_t max_lanes,
+                       int32_t* out, char* err, int64_t err_len) {
+  return Guarded(err, err_len,
+                 [&] { return mlaps_kv_lanes_impl(query, num_cu, max_lanes, out, err, err_len); });
 }
 
 int32_t mlaps_capacity_of(const mlaps_capacity_query* query, mlaps_capacity* out, char* err,

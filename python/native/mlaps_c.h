@@ -31,7 +31,7 @@
 extern "C" {
 #endif
 
-#define MLAPS_C_ABI_VERSION 4
+#define MLAPS_C_ABI_VERSION 5
 
 enum mlaps_code {
   MLAPS_OK = 0,
@@ -108,6 +108,7 @@ typedef struct {
   int32_t num_reduce_pieces;
   int32_t num_partial_rows;
   int32_t max_qlen; /* the batch's largest qlen (the variant was resolved for it) */
+  int32_t kv_lanes; /* the plan's kv lanes (KvLanes): mlaps_decode_args.cu_lanes for it */
 } mlaps_plan_sizes;
 
 /* Buffer sizing from maxima (metadata/capacity.h). */
@@ -180,6 +181,14 @@ int32_t mlaps_capacity_of(const mlaps_capacity_query* query, mlaps_capacity* out
 int32_t mlaps_default_fixed_overhead(const mlaps_variant_query* query, int32_t page_size,
                                      int32_t kv_granularity, int32_t num_cu, int32_t* out,
                                      char* err, int64_t err_len);
+
+/* UniformKvLanes (metadata/planner.h): the kv lanes of a plan of `query`'s variant whose requests
+ * all have query->qlen q tokens, on a grid of num_cu blocks, at most max_lanes (0: the arch's
+ * default, mlaps_variant.default_kv_lanes). The value a decode of such a plan passes as
+ * mlaps_decode_args.cu_lanes when it did not see the plan's own (mlaps_plan_sizes.kv_lanes:
+ * e.g. a plan made by the GPU planner). */
+int32_t mlaps_kv_lanes(const mlaps_variant_query* query, int32_t num_cu, int32_t max_lanes,
+                       int32_t* out, char* err, int64_t err_len);
 
 /* PlanDecodeInto: plans `batch` into `buffers`. On success `sizes` says the used prefix of
  * each buffer; the rest of each buffer is left as it was. */
@@ -346,6 +355,11 @@ typedef struct {
   float* partial_lse;
   int64_t partial_rows_capacity;
   void* status; /* 24-byte MlaStatus */
+  /* The plan's kv lanes (mlaps_plan_sizes.kv_lanes, or mlaps_kv_lanes where the plan was made
+   * on the GPU): a request's lanes then run on neighbouring blocks, which keeps their shared kv
+   * reads in step (MlaDecodeParams::cu_lanes). 0 or 1: blocks run the plan's CUs in order. Any
+   * value that divides num_cu gives the same output; others are refused. */
+  int32_t cu_lanes;
 } mlaps_decode_args;
 
 int32_t mlaps_cuda_decode(const mlaps_decode_args* args, void* stream, char* err, int64_t err_len);

@@ -266,6 +266,22 @@ def test_default_fixed_overhead():
         mlaps.planner.default_fixed_overhead(48, 1, "fp8", "fp8", 64, arch="gfx942")
 
 
+@pytest.mark.parametrize("heads,qlen,num_cu,want", [
+    (16, 1, 132, 1), (64, 2, 132, 2), (32, 3, 132, 2), (128, 1, 132, 2), (128, 2, 132, 4),
+    (128, 4, 132, 4), (128, 4, 128, 8), (128, 2, 131, 1)])
+def test_kv_lanes_is_the_plans(heads, qlen, num_cu, want):
+    # What mla_decode_fwd passes the kernel for a batch of qlen tokens a request (it does not
+    # see the plan, which is on the device) is the lanes the host planner gave that batch.
+    qo, kv, last = uniform_batch(9, qlen, 700, 64)
+    bufs = plan(qo, kv, last, heads, "bf16", 64, num_cu=num_cu)
+    assert mlaps.read_metadata(bufs[0])["kv_lanes"] == want
+    assert mlaps.kv_lanes(heads, qlen, "bf16", "bf16", num_cu, arch="sm90") == want
+    # No lanes past the cap.
+    assert mlaps.kv_lanes(heads, qlen, "bf16", "bf16", num_cu, max_lanes=1, arch="sm90") == 1
+    with pytest.raises(ValueError, match="num_cu"):
+        mlaps.kv_lanes(heads, qlen, "bf16", "bf16", 0, arch="sm90")
+
+
 def cp_cases(step=7):
     lines = golden_lines("cp")
     names = sorted(lines)[::step]

@@ -105,6 +105,9 @@ TEST(Planner, KvLanesFollowTilesPerRequestAndTheGrid) {
     const std::vector<QoTile> tiles = BuildTiles(batch, *variant, resolved->kv_granularity);
     EXPECT_EQ(KvLanes(tiles, c.num_cu, c.max_lanes), c.want)
         << "H" << c.heads << " q" << c.qlen << " cu" << c.num_cu << " max " << c.max_lanes;
+    // The same from the variant and qlen alone (a launch that did not see the tiles).
+    EXPECT_EQ(UniformKvLanes(*variant, c.qlen, c.num_cu, c.max_lanes), c.want)
+        << "H" << c.heads << " q" << c.qlen << " cu" << c.num_cu << " max " << c.max_lanes;
   }
   // Requests with different tile counts (varlen qlen): no lanes; requests without kv do not
   // count (sparse graph padding).

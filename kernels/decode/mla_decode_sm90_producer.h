@@ -444,24 +444,8 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
       continue;
     }
     MLAPS_SM90_TRACE_AT(kTraceCopy, n);
-#if defined(MLAPS_SM90_TMA_BURST) || defined(MLAPS_SM90_TMA_HALVES)
-    // Variants (off by default): a block's TMA loads issued together once the whole slot
-    // (tma_burst) or each half, positions 0-3 then 4-8 (tma_halves), is free, so that the
-    // chunks' reads of the same kv rows reach the DRAM close together (the waits below then
-    // pass at once).
-    if constexpr (kChunkFree) {
-#if defined(MLAPS_SM90_TMA_BURST)
-      for (int pos = 0; pos < L::kChunks; ++pos) wait_free(pos);
-#endif
-    }
-#endif
 #pragma unroll
     for (int pos = 0; pos < L::kChunks; ++pos) {
-#if defined(MLAPS_SM90_TMA_HALVES)
-      if (kChunkFree && (pos == 0 || pos == 4)) {
-        for (int q = pos; q < (pos == 0 ? 4 : L::kChunks); ++q) wait_free(q);
-      }
-#endif
       wait_free(pos);
       if (pos == 0) MLAPS_SM90_TRACE_AT(kTraceTma0, n);
       if (pos == 4) MLAPS_SM90_TRACE_AT(kTraceTma4, n);

@@ -77,6 +77,15 @@ def resolve_variant(num_heads, qlen, q_dtype, kv_dtype, arch=None, cp_round_robi
     return out
 
 
+def _variant_int32(fn, what, query, *ints):
+    """One int32 out of a C ABI call f(query, ints..., out, err, err_len)."""
+    out = _native._i32()
+    err = _native.Error()
+    _native.raise_for(getattr(_native.cpu(), fn)(ctypes.byref(query), *ints, ctypes.byref(out),
+                                                 err.buf, err.size), err, what)
+    return out.value
+
+
 def default_fixed_overhead(num_heads, qlen, q_dtype, kv_dtype, page_size, kv_granularity=0,
                            num_cu=0, arch=None, cp_round_robin=False, lse=False):
     """The batch-independent blocks a work item is charged: the variant's calibrated cost of
@@ -84,15 +93,12 @@ def default_fixed_overhead(num_heads, qlen, q_dtype, kv_dtype, page_size, kv_gra
     ceil(16 / page_size)). kv_granularity 0: max(16, page_size); num_cu 0: the default grid.
     Host plans with fixed_overhead -1 start from it and may take a larger charge for their
     batch (BatchFixedOverhead in metadata/planner.h); the GPU planner plans with this one."""
-    lib = _native.cpu()
-    q = _variant_query(num_heads, qlen, q_dtype, kv_dtype, arch, cp_round_robin, lse)
-    out = _native._i32()
-    err = _native.Error()
-    _native.raise_for(lib.mlaps_default_fixed_overhead(
-        ctypes.byref(q), _util.int_arg("page_size", page_size, 1),
-        _util.int_arg("kv_granularity", kv_granularity, 0), _util.int_arg("num_cu", num_cu, 0),
-        ctypes.byref(out), err.buf, err.size), err, "default_fixed_overhead")
-    return out.value
+    return _variant_int32("mlaps_default_fixed_overhead", "default_fixed_overhead",
+                          _variant_query(num_heads, qlen, q_dtype, kv_dtype, arch,
+                                         cp_round_robin, lse),
+                          _util.int_arg("page_size", page_size, 1),
+                          _util.int_arg("kv_granularity", kv_granularity, 0),
+                          _util.int_arg("num_cu", num_cu, 0))
 
 
 def kv_lanes(num_heads, qlen, q_dtype, kv_dtype, num_cu, max_lanes=0, arch=None,
@@ -101,15 +107,11 @@ def kv_lanes(num_heads, qlen, q_dtype, kv_dtype, num_cu, max_lanes=0, arch=None,
     max_lanes; 0: the arch's default): the plan's own (read_metadata's "kv_lanes") for such a
     batch. mla_decode_fwd passes it to the kernel, which then runs a request's lanes on
     neighbouring blocks; any value computes the same output (placement only)."""
-    lib = _native.cpu()
-    q = _variant_query(num_heads, qlen, q_dtype, kv_dtype, arch, cp_round_robin, lse)
-    out = _native._i32()
-    err = _native.Error()
-    _native.raise_for(lib.mlaps_kv_lanes(
-        ctypes.byref(q), _util.int_arg("num_cu", num_cu, 1),
-        _util.int_arg("max_lanes", max_lanes, 0), ctypes.byref(out), err.buf, err.size),
-        err, "kv_lanes")
-    return out.value
+    return _variant_int32("mlaps_kv_lanes", "kv_lanes",
+                          _variant_query(num_heads, qlen, q_dtype, kv_dtype, arch,
+                                         cp_round_robin, lse),
+                          _util.int_arg("num_cu", num_cu, 1),
+                          _util.int_arg("max_lanes", max_lanes, 0))
 
 
 def get_mla_metadata_info_v1(batch_size, max_seqlen_qo, num_head_qo, q_dtype, kv_dtype,

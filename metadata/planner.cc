@@ -238,8 +238,8 @@ namespace {
 
 // KvLanes' rule for requests of m tiles each: the largest divisor of m that divides num_cu, at
 // most max_lanes; else 1.
-int LanesOfTileCount(int m, int num_cu, int max_lanes) {
-  for (int d = std::min(max_lanes, m); d > 1; --d) {
+int LanesOfTileCount(int64_t m, int num_cu, int max_lanes) {
+  for (int d = static_cast<int>(std::min<int64_t>(max_lanes, m)); d > 1; --d) {
     if (m % d == 0 && num_cu % d == 0) return d;
   }
   return 1;
@@ -249,9 +249,9 @@ int LanesOfTileCount(int m, int num_cu, int max_lanes) {
 
 int UniformKvLanes(const ResolvedVariant& variant, int qlen, int num_cu, int max_lanes) {
   const int per_tile = std::max(1, variant.tokens_per_tile);
-  const int64_t m =
-      static_cast<int64_t>(variant.head_fold) * ((std::max(1, qlen) + per_tile - 1) / per_tile);
-  return LanesOfTileCount(static_cast<int>(std::min<int64_t>(m, 1 << 30)), num_cu, max_lanes);
+  const int64_t tiles = (static_cast<int64_t>(std::max(1, qlen)) + per_tile - 1) / per_tile;
+  const int64_t m = variant.head_fold * tiles;
+  return LanesOfTileCount(m, num_cu, max_lanes);
 }
 
 int KvLanes(absl::Span<const QoTile> tiles, int num_cu, int max_lanes) {

@@ -7,6 +7,7 @@
 #include "kernels/cp/lse_merge.h"
 #include "kernels/planner/planner_params.h"
 #include "kernels/platform/hip_runtime.h"
+#include "metadata/planner.h"
 #include "metadata/types.h"
 
 namespace mlaps::cp {
@@ -85,6 +86,9 @@ MlaDecodeParams DecodeParams(const CpRankSetup& s, const CpRankBuffers& b) {
   p.head_fold = s.variant.head_fold;
   p.tokens_per_tile = s.variant.tokens_per_tile;
   p.rows_per_tile = s.variant.rows_per_tile;
+  // The GPU planner's lanes for this shape (its plan stays on the device): a request's lanes on
+  // neighbouring blocks. Placement only: any divisor of num_cu gives the same output.
+  p.cu_lanes = UniformKvLanes(s.variant, s.max_qlen, s.options.num_cu, s.options.kv_lanes);
   p.o_fp32 = b.o;
   p.lse = b.lse;
   p.partial_o = b.partial_o;

@@ -196,9 +196,10 @@ struct MlaDecodeParams {
   // that a request's tiles in the L kv lanes (CUs num_cu / L apart in the plan) run on
   // neighbouring blocks, which the hardware places close in practice: the second read of a kv
   // block then hits the L2 (bf16 (32,3) on the H100: 1.82 -> 1.55 GB from DRAM, 7% faster, as
-  // measured by renumbering the plan's CUs the same way; notes.md, session 32). Placement only:
-  // O, LSE and the trace (plan CUs) do not depend on it. Must divide num_cu. Staging sets it
-  // (DecodeParamsFor); the C API, the CP rank runner and plans built on the GPU run with 1.
+  // measured by renumbering the plan's CUs the same way; notes.md, sessions 32-33). Placement
+  // only: O, LSE and the trace (plan CUs) do not depend on it. Must divide num_cu. Staging sets
+  // it (DecodeParamsFor); the C API takes it from its caller (Python passes UniformKvLanes,
+  // metadata/planner.h), and the CP rank runner passes UniformKvLanes of its shape.
   int cu_lanes = 1;
   int head_fold = 1;        // r (WorkPlan::head_fold): H / r heads per virtual request
   int tokens_per_tile = 1;  // WorkPlan::tokens_per_tile: most q tokens in one item

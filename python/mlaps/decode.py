@@ -514,8 +514,8 @@ def mla_decode_fwd(q, kv_buffer, o, qo_indptr, kv_indptr, kv_indices, kv_last_pa
     a.work_indptr, a.work_info, a.work_info_capacity = wip.ptr, info.ptr, info.shape[0]
     a.num_cu = wip.shape[0] - 1
     # The plan's kv lanes as the planners make them for a batch of max_seqlen_q tokens a request
-    # (the metadata is on the device; a batch of other qlens has no lanes, and any value only
-    # places blocks).
+    # (the metadata is on the device). A batch whose requests have other tile counts has no
+    # lanes; any value only places blocks, the output is the same.
     a.cu_lanes = _kv_lanes(heads, qlen, dtype, dtype, _util.arch_code(arch), cp is not None,
                            bool(plan_lse), a.num_cu)
     a.head_fold, a.tokens_per_tile = v["head_fold"], v["tokens_per_tile"]

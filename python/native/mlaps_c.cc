@@ -261,10 +261,11 @@ static int32_t mlaps_kv_lanes_impl(const mlaps_variant_query* query, int32_t num
   if (query == nullptr || out == nullptr) {
     return Fail(MLAPS_INVALID_ARGUMENT, "query or out is NULL", err, err_len);
   }
-  if (num_cu < 1 || max_lanes < 0) {
+  if (num_cu < 1 || max_lanes < 0 || max_lanes > 64) {
     return Fail(MLAPS_INVALID_ARGUMENT,
                 absl::StrCat("num_cu = ", num_cu, ", max_lanes = ", max_lanes,
-                             ": need num_cu >= 1 and max_lanes >= 0 (0: the arch's default)"),
+                             ": need num_cu >= 1 and max_lanes in [0, 64] (0: the arch's "
+                             "default), as PlanOptions::kv_lanes"),
                 err, err_len);
   }
   mlaps::VariantQuery q;

@@ -112,7 +112,7 @@ int32_t mlaps_cuda_decode(const mlaps_decode_args* a, void* stream, char* err, i
   d.head_fold = a->head_fold;
   d.tokens_per_tile = a->tokens_per_tile;
   d.rows_per_tile = a->rows_per_tile;
-  d.cu_lanes = a->cu_lanes > 0 ? a->cu_lanes : 1;
+  d.cu_lanes = a->cu_lanes == 0 ? 1 : a->cu_lanes;  // others: MlaDecodeParamsError
   if (a->o_fp32 != 0) {
     d.o_fp32 = static_cast<float*>(a->o);
   } else {

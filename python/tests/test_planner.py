@@ -280,6 +280,8 @@ def test_kv_lanes_is_the_plans(heads, qlen, num_cu, want):
     assert mlaps.kv_lanes(heads, qlen, "bf16", "bf16", num_cu, max_lanes=1, arch="sm90") == 1
     with pytest.raises(ValueError, match="num_cu"):
         mlaps.kv_lanes(heads, qlen, "bf16", "bf16", 0, arch="sm90")
+    with pytest.raises(ValueError, match="max_lanes"):
+        mlaps.kv_lanes(heads, qlen, "bf16", "bf16", num_cu, max_lanes=65, arch="sm90")
 
 
 def cp_cases(step=7):

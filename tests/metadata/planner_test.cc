@@ -109,6 +109,13 @@ TEST(Planner, KvLanesFollowTilesPerRequestAndTheGrid) {
     EXPECT_EQ(UniformKvLanes(*variant, c.qlen, c.num_cu, c.max_lanes), c.want)
         << "H" << c.heads << " q" << c.qlen << " cu" << c.num_cu << " max " << c.max_lanes;
   }
+  // A qlen past int range's tiles does not overflow: (16, 2^31 - 1) has 2^29 tiles of 4 tokens,
+  // whose largest divisor <= 8 that divides 132 is 4.
+  {
+    const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, 16, 1, 4, 700, 64);
+    const ResolvedVariant v16 = *ResolveVariant(VariantQueryOf(batch, false));
+    EXPECT_EQ(UniformKvLanes(v16, 2147483647, 132, 8), 4);
+  }
   // Requests with different tile counts (varlen qlen): no lanes; requests without kv do not
   // count (sparse graph padding).
   const Batch mixed = MakeVarlenBatch(Arch::kSm90, DType::kBf16, 64, {500, 300}, 1, 64);

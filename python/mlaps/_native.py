@@ -192,6 +192,7 @@ def cpu():
     P = ctypes.POINTER
     cp = ctypes.c_char_p
     _declare(lib, "mlaps_abi_version", _i32, [])
+    _declare(lib, "mlaps_struct_size", _i32, [cp, P(_i64), cp, _i64])
     _declare(lib, "mlaps_validate_batch", _i32, [P(Batch), cp, _i64])
     _declare(lib, "mlaps_resolve_variant", _i32, [P(VariantQuery), P(Variant), cp, _i64])
     _declare(lib, "mlaps_capacity_of", _i32, [P(CapacityQuery), P(Capacity), cp, _i64])

@@ -194,6 +194,36 @@ extern "C" {
 
 int32_t mlaps_abi_version(void) { return MLAPS_C_ABI_VERSION; }
 
+int32_t mlaps_struct_size(const char* name, int64_t* out, char* err, int64_t err_len) {
+  if (name == nullptr || out == nullptr) {
+    return Fail(MLAPS_INVALID_ARGUMENT, "name or out is NULL", err, err_len);
+  }
+  struct Entry {
+    const char* name;
+    int64_t size;
+  };
+#define MLAPS_STRUCT_SIZE(s) \
+  Entry { #s, static_cast < int64_t>(sizeof(s)) }
+  static constexpr Entry kSizes[] = {
+      MLAPS_STRUCT_SIZE(mlaps_batch),          MLAPS_STRUCT_SIZE(mlaps_plan_options),
+      MLAPS_STRUCT_SIZE(mlaps_plan_buffers),   MLAPS_STRUCT_SIZE(mlaps_plan_sizes),
+      MLAPS_STRUCT_SIZE(mlaps_capacity_query), MLAPS_STRUCT_SIZE(mlaps_capacity),
+      MLAPS_STRUCT_SIZE(mlaps_variant_query),  MLAPS_STRUCT_SIZE(mlaps_variant),
+      MLAPS_STRUCT_SIZE(mlaps_check_options),  MLAPS_STRUCT_SIZE(mlaps_sim_inputs),
+      MLAPS_STRUCT_SIZE(mlaps_sim_result),     MLAPS_STRUCT_SIZE(mlaps_gpu_plan_args),
+      MLAPS_STRUCT_SIZE(mlaps_decode_args),    MLAPS_STRUCT_SIZE(mlaps_sparse_gather_args),
+      MLAPS_STRUCT_SIZE(mlaps_lse_merge_args),
+  };
+#undef MLAPS_STRUCT_SIZE
+  for (const Entry& e : kSizes) {
+    if (std::strcmp(e.name, name) == 0) {
+      *out = e.size;
+      return MLAPS_OK;
+    }
+  }
+  return Fail(MLAPS_NOT_FOUND, absl::StrCat("no struct '", name, "' in mlaps_c.h"), err, err_len);
+}
+
 static int32_t mlaps_validate_batch_impl(const mlaps_batch* batch, char* err, int64_t err_len) {
   mlaps::Batch b;
   return FromStatus(ToBatch(batch, &b), err, err_len);

@@ -162,6 +162,11 @@ typedef struct {
 /* ABI version (MLAPS_C_ABI_VERSION) of the loaded library. */
 int32_t mlaps_abi_version(void);
 
+/* sizeof of this header's struct `name` (e.g. "mlaps_decode_args"), so that a binding can check
+ * its mirror of the layout (python/tests: every ctypes structure against it). NOT_FOUND for a
+ * name the header does not declare. */
+int32_t mlaps_struct_size(const char* name, int64_t* out, char* err, int64_t err_len);
+
 /* ValidateBatch alone. */
 int32_t mlaps_validate_batch(const mlaps_batch* batch, char* err, int64_t err_len);
 

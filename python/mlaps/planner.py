@@ -31,6 +31,7 @@ META_STATUS_WORDS = 12        # GpuPlanStatus: code, index, value(2), capacity(2
 META_MAGIC = 0x50414C4D       # 'MLAP'
 META_VERSION = 1
 META_QO_INDPTR_WORD = 32      # folded qo_indptr starts here (int32 words)
+# kv_lanes (word 28): the plan's KvLanes; 0 in headers written before it was recorded.
 _H = {  # header word -> name (words 12 .. 31)
     "magic": 12, "version": 13, "num_cu": 14, "head_fold": 15, "tokens_per_tile": 16,
     "rows_per_tile": 17, "num_heads": 18, "arch": 19, "q_dtype": 20, "kv_dtype": 21,

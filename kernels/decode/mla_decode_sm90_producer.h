@@ -465,6 +465,22 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
         MbarArrive(bars.Landed(slot, c));
       }
     }
+#if defined(MLAPS_SM90_TLB_WARM) || defined(MLAPS_SM90_TLB_WARM3)
+    // Variant: one line of the block kTlbAhead on, so that its page's translation (and that
+    // line) is in place before its TMA loads; by a copy thread that issues none, after this
+    // block's loads (its page-id load then waits beside the next block's frees).
+#if defined(MLAPS_SM90_TLB_WARM3)
+    constexpr int kTlbAhead = 3;
+#else
+    constexpr int kTlbAhead = 1;
+#endif
+    if (ctid == 32 && t + kTlbAhead < nblk) {
+      const int32_t ahead = TmaRowOf(p, it, t + kTlbAhead);
+      if (ahead >= 0) {
+        PrefetchL2Line(kv_rows + static_cast<int64_t>(ahead) * ChunkMap<kFp8>::kRowBytes);
+      }
+    }
+#endif
   }
 }
 

@@ -290,7 +290,11 @@ __device__ __forceinline__ void MbarArriveExpectTx(uint32_t bar, uint32_t bytes)
 template <bool kEvictFirst = false>
 __device__ __forceinline__ void TmaLoad2D(uint32_t dst, const void* map, int x, int y,
                                           uint32_t bar) {
+#if defined(MLAPS_SM90_TMA_EVICT_NORMAL)  // variant: no L2 hint on any TMA load
+  if constexpr (false) {
+#else
   if constexpr (kEvictFirst) {
+#endif
     asm volatile(
         "{\n.reg .b64 pol;\ncreatepolicy.fractional.L2::evict_first.b64 pol, 1.0;\n"
         "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"

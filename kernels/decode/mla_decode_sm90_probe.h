@@ -118,8 +118,9 @@ __shared__ unsigned int g_sm90_wait_cycles[12 * 16];
 // DumpSm90Trace (mla_decode.h) writes it to a file (mla_decode_bench_traced:
 // MLAPS_SM90_TRACE_OUT=FILE, one --only case) and kernels/decode/sm90_trace_report.py prints it.
 // The last launch's times remain. The events (Sm90TraceTag; the f16 P V kernel's consumers and the
-// TMA producer) are numbered as sm90_trace_report.py reads them.
-constexpr int kSm90TraceCtas = 4, kSm90TraceRoles = 3, kSm90TraceBlocks = 512, kSm90TraceTags = 16;
+// TMA producer) are numbered as sm90_trace_report.py reads them. Role 3 is the producer's first
+// converter thread (Sm90ConverterTraceTag: when it sees a chunk landed, the load's latency).
+constexpr int kSm90TraceCtas = 4, kSm90TraceRoles = 4, kSm90TraceBlocks = 512, kSm90TraceTags = 16;
 enum Sm90TraceTag : int {
   kTraceSStart = 1,      // a consumer starts the S of kv block n
   kTraceSIssued = 2,     // ... has issued its last wgmma
@@ -137,6 +138,12 @@ enum Sm90TraceTag : int {
   kTraceTma8 = 14,
   kTraceTma8Issued = 15,  // its TMA of position 8 has been issued
 };
+enum Sm90ConverterTraceTag : int {
+  kTraceLanded0 = 1,  // the converters see production position 0 of kv block n landed
+  kTraceLanded4 = 2,  // ... position 4
+  kTraceLanded8 = 3,  // ... position 8
+};
+constexpr int kSm90TraceConverterRole = 3;
 #if defined(MLAPS_SM90_TRACE) && defined(__CUDACC__)
 __device__ unsigned int g_sm90_trace[kSm90TraceCtas][kSm90TraceRoles][kSm90TraceBlocks]
                                     [kSm90TraceTags];
@@ -149,9 +156,20 @@ __device__ unsigned int g_sm90_trace[kSm90TraceCtas][kSm90TraceRoles][kSm90Trace
       g_sm90_trace[blockIdx.x][threadIdx.x >> 7][n_][tag] = static_cast<unsigned int>(clock64()); \
     }                                                                                             \
   } while (0)
+// The same for a thread that `is_first` of its role (role 3: the converters' first).
+#define MLAPS_SM90_TRACE_ROLE_AT(is_first, role, tag, n)                              \
+  do {                                                                                \
+    const uint32_t n_ = (n);                                                          \
+    if (blockIdx.x < kSm90TraceCtas && (is_first) && n_ < kSm90TraceBlocks) {         \
+      g_sm90_trace[blockIdx.x][role][n_][tag] = static_cast<unsigned int>(clock64()); \
+    }                                                                                 \
+  } while (0)
 #else
 #define MLAPS_SM90_TRACE_AT(tag, n) \
   do {                              \
+  } while (0)
+#define MLAPS_SM90_TRACE_ROLE_AT(is_first, role, tag, n) \
+  do {                                                   \
   } while (0)
 #endif
 

@@ -518,6 +518,13 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
     for (int pos = 0; pos < L::kChunks; ++pos) {
       const int c = ChunkAt(slot, pos);
       MLAPS_SM90_TIMED(11, MbarWait(bars.Landed(slot, c), Ring::ParityOf(n)));
+      if (pos % 4 == 0) {
+        MLAPS_SM90_TRACE_ROLE_AT(vtid == 0, kSm90TraceConverterRole,
+                                 pos == 0   ? kTraceLanded0
+                                 : pos == 4 ? kTraceLanded4
+                                            : kTraceLanded8,
+                                 n);
+      }
       if (kWiden) {
         MLAPS_SM90_TIMED(12,
                          ConvertChunk<kFp8>(c, vtid, base + L::kKv + Ring::TileOf(slot), range));

@@ -10,14 +10,21 @@ consumers, P the producer. Events (tag, Sm90TraceTag in mla_decode_sm90_probe.h)
 last wgmma issued (2), Sret retired (3); st0 / st1 the wait for the other's statistics of n
 (4, 5); sm0 / sm1 its softmax of n (6, 7); pv0 / pv1 its P V of n (8, 9); P the producer starts
 block n (11) after reaching it (top, 10), c0 / c4 / c8 its TMA of production positions 0 / 4 / 8
-issued (12-14; c8 before the issue, c8i after it, 15). Then the
-means over blocks 10-119 of each consumer's phases, and the period a kv block."""
+issued (12-14; c8 before the issue, c8i after it, 15); V the producer's first converter thread,
+l0 / l4 / l8 when it sees position 0 / 4 / 8 landed (1-3). Then the means over blocks 10-119 of
+each consumer's phases, each load's latency (its TMA issue to landed), and the period a kv
+block."""
 import array
 import sys
 
-CTAS, ROLES, BLOCKS, TAGS = 4, 3, 512, 16
+CTAS, ROLES, BLOCKS, TAGS = 4, 4, 512, 16
 NAMES = {1: "S0", 2: "Siss", 3: "Sret", 4: "st0", 5: "st1", 6: "sm0", 7: "sm1", 8: "pv0",
          9: "pv1", 10: "top", 11: "P", 12: "c0", 13: "c4", 14: "c8", 15: "c8i"}
+CONVERTER_NAMES = {1: "l0", 2: "l4", 3: "l8"}  # role 3 (V)
+
+
+def names_of(role):
+    return CONVERTER_NAMES if role == 3 else NAMES
 
 
 def main(argv):
@@ -49,8 +56,8 @@ def main(argv):
         return (v - base) % (1 << 32) if v else None
 
     for n in range(first, min(BLOCKS, first + count)):
-        cells = ["%s.%s=%.2f" % ("ABP"[r], NAMES[t], at(r, n, t) / 1000.0)
-                 for r in range(ROLES) for t in sorted(NAMES) if at(r, n, t) is not None]
+        cells = ["%s.%s=%.2f" % ("ABPV"[r], names_of(r)[t], at(r, n, t) / 1000.0)
+                 for r in range(ROLES) for t in sorted(names_of(r)) if at(r, n, t) is not None]
         print(n, " ".join(cells))
 
     def mean_span(role, t0, t1):
@@ -63,6 +70,13 @@ def main(argv):
               "(kcycles a block)" % ("AB"[role], mean_span(role, 1, 2), mean_span(role, 2, 3),
                                      mean_span(role, 4, 5), mean_span(role, 6, 7),
                                      mean_span(role, 8, 9)))
+    def mean_latency(issued, landed):  # producer tag -> converter tag, over blocks 10-119
+        d = [at(3, n, landed) - at(2, n, issued) for n in range(10, 120)
+             if at(2, n, issued) is not None and at(3, n, landed) is not None]
+        return "%.2f" % (sum(d) / len(d) / 1000.0) if d else "-"
+
+    print("loads, TMA issued -> landed seen: position 0 %s, 4 %s, 8 %s (kcycles)" %
+          (mean_latency(12, 1), mean_latency(13, 2), mean_latency(15, 3)))
     ends = [at(0, n, 9) for n in range(10, 120) if at(0, n, 9) is not None]
     if len(ends) > 1:
         print("period %.3f kcycles a kv block" % ((ends[-1] - ends[0]) / 1000.0 / (len(ends) - 1)))

@@ -52,8 +52,9 @@
 //                       its rescale factors published;
 //   q_empty             both consumers, once their last S of the item retired;
 //   row_l_full[i % 2]   both consumers' row sums of item i (the epilogue);
-//   empty_chunk[s][c]   bf16: consumer c / 4 has V chunk c of slot s in registers (the producer
-//                       refills chunks 0-7 on these, chunk 8, P^T, once both halves are free).
+//   empty_chunk[s][c]   bf16: consumer c / 4 has V chunk c of slot s in registers (the variants
+//                       that widen V in place: its wgmmas retired; the producer refills chunks
+//                       0-7 on these, chunk 8, P^T, once both halves are free).
 #ifndef MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_F16PV_H_
 #define MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_F16PV_H_
 
@@ -193,8 +194,9 @@ __device__ __forceinline__ void RawScores(const Sm90Bars& bars, uint32_t base, u
   }
 }
 
-// Variant MLAPS_SM90_V_OWN_IN_PLACE (bf16): each consumer widens its V chunks to f16 in place and
-// runs P V from shared memory (Bf16PvInPlace), O kept in S's layout (rows x dims).
+// Variants MLAPS_SM90_V_OWN_IN_PLACE and _WIDE (bf16): each consumer widens its V chunks to f16
+// in place and runs P V from shared memory (Bf16PvInPlace, Bf16PvInPlaceWide), O kept in S's
+// layout (rows x dims).
 #if defined(MLAPS_SM90_V_OWN_IN_PLACE) || defined(MLAPS_SM90_V_OWN_IN_PLACE_WIDE)
 constexpr bool kVOwnInPlace = true;
 #else

@@ -106,10 +106,16 @@ void Measure(const Run& run, void* kv, int64_t rows, int sms, int chunks, const 
              const int32_t* shuffled_d, void* flush, long long* cycles_d) {
   mla::TmaMap map;
   MLAPS_CHECK_HIP(EncodeMap(kv, rows, run.promotion, &map));
-  const int smem = run.in_flight * kChunkBytes + 1024;
+  // The whole ring's shared memory whatever K: one block an SM (as the kernels run), so that
+  // "bytes an SM a cycle" is one block's.
+  constexpr int smem = kMaxInFlight * kChunkBytes + 1024;
+  if (run.in_flight < 1 || run.in_flight > kMaxInFlight) {
+    std::fprintf(stderr, "sm90_kv_stream: %d loads in flight, 1..%d allowed\n", run.in_flight,
+                 kMaxInFlight);
+    std::exit(2);
+  }
   auto kernel = run.evict_first ? KvStreamKernel<true> : KvStreamKernel<false>;
-  MLAPS_CHECK_HIP(hipFuncSetAttribute(kernel, hipFuncAttributeMaxDynamicSharedMemorySize,
-                                      kMaxInFlight * kChunkBytes + 1024));
+  MLAPS_CHECK_HIP(hipFuncSetAttribute(kernel, hipFuncAttributeMaxDynamicSharedMemorySize, smem));
   MLAPS_CHECK_HIP(hipMemset(flush, run.in_flight, 256 << 20));
   hipEvent_t start, stop;
   MLAPS_CHECK_HIP(hipEventCreate(&start));
@@ -132,9 +138,12 @@ void Measure(const Run& run, void* kv, int64_t rows, int sms, int chunks, const 
   const double bytes_an_sm = static_cast<double>(chunks) * kChunkBytes;
   const double rate = bytes_an_sm / slowest;
   const double dram = (run.pair ? 0.5 : 1.0) * bytes_an_sm * sms / (ms * 1e-3) / 1e12;
-  std::printf("| %s | %s | %s | %2d | %6.2f | %6.0f | %8.1f | %5.2f |\n", run.pair ? "pair" : "own",
-              run.promotion == CU_TENSOR_MAP_L2_PROMOTION_L2_256B ? "256 B" : "128 B",
-              run.evict_first ? "evict-first" : "none", run.in_flight, rate,
+  const char* promotion = run.promotion == CU_TENSOR_MAP_L2_PROMOTION_L2_256B   ? "256 B"
+                          : run.promotion == CU_TENSOR_MAP_L2_PROMOTION_L2_128B ? "128 B"
+                                                                                : "none";
+  std::printf("| %s | %s | %d | %s | %s | %2d | %6.2f | %6.0f | %8.1f | %5.2f |\n",
+              run.pair ? "pair" : "own", run.shuffled ? "shuffled" : "in order", run.warm_ahead,
+              promotion, run.evict_first ? "evict-first" : "none", run.in_flight, rate,
               run.in_flight * kChunkBytes / rate, ms * 1e3, dram);
   std::fflush(stdout);
 }

@@ -11,9 +11,10 @@ last wgmma issued (2), Sret retired (3); st0 / st1 the wait for the other's stat
 (4, 5); sm0 / sm1 its softmax of n (6, 7); pv0 / pv1 its P V of n (8, 9); P the producer starts
 block n (11) after reaching it (top, 10), c0 / c4 / c8 its TMA of production positions 0 / 4 / 8
 issued (12-14; c8 before the issue, c8i after it, 15); V the producer's first converter thread,
-l0 / l4 / l8 when it sees position 0 / 4 / 8 landed (1-3). Then the means over blocks 10-119 of
-each consumer's phases, each load's latency (its TMA issue to landed), and the period a kv
-block."""
+l0 / l4 / l8 when it gets past its wait for position 0 / 4 / 8 landed (1-3). Then the means over
+blocks 10-119 of each consumer's phases, each load's latency (c0 / c4, just before the TMA's
+issue, and c8i, just after, to l0 / l4 / l8: the load's latency on kernels whose converters do
+not widen, e.g. f16pv, else with their backlog), and the period a kv block."""
 import array
 import sys
 

@@ -395,15 +395,15 @@ __device__ __forceinline__ void WgmmaM64N256K16TransB(float (&d)[128], uint64_t 
 }
 
 // d (m64n64, fp32) = A B (+ d) with A = 64 x 16 and B = 16 x 64 bf16 (kBf16) or f16 from shared
-// memory, both K-major.
-#define MLAPS_WGMMA_M64N64K16(type)                                                                \
+// memory, A K-major, B K-major (trans_b "0") or MN-major ("1").
+#define MLAPS_WGMMA_M64N64K16(type, trans_b)                                                       \
   asm volatile(                                                                                    \
       "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                 \
       "wgmma.mma_async.sync.aligned.m64n64k16.f32." type "." type                                  \
       " {"                                                                                         \
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                     \
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"             \
-      "}, %32, %33, p, 1, 1, 0, 0;\n}\n"                                                           \
+      "}, %32, %33, p, 1, 1, 0, " trans_b ";\n}\n"                                                 \
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),        \
         "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),    \
         "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
@@ -414,10 +414,15 @@ template <bool kBf16>
 __device__ __forceinline__ void WgmmaM64N64K16(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
                                                int accumulate) {
   if constexpr (kBf16) {
-    MLAPS_WGMMA_M64N64K16("bf16");
+    MLAPS_WGMMA_M64N64K16("bf16", "0");
   } else {
-    MLAPS_WGMMA_M64N64K16("f16");
+    MLAPS_WGMMA_M64N64K16("f16", "0");
   }
+}
+// The same, f16, with B MN-major (V as its token rows lie: one 64-dim chunk).
+__device__ __forceinline__ void WgmmaM64N64K16F16TransB(float (&d)[32], uint64_t desc_a,
+                                                        uint64_t desc_b, int accumulate) {
+  MLAPS_WGMMA_M64N64K16("f16", "1");
 }
 #undef MLAPS_WGMMA_M64N64K16
 
@@ -525,24 +530,6 @@ __device__ __forceinline__ void WgmmaM64N256K16F16TransB(float (&d)[128], uint64
       "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {" MLAPS_WGMMA_D128_REGS
       "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
       : MLAPS_WGMMA_D128
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}
-
-// d (m64n64, fp32) (+)= A B, f16: A 64 x 16 K-major and B 16 x 64 MN-major (V as its token
-// rows lie: one 64-dim chunk), both from shared memory.
-__device__ __forceinline__ void WgmmaM64N64K16F16TransB(float (&d)[32], uint64_t desc_a,
-                                                        uint64_t desc_b, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-      "}, %32, %33, p, 1, 1, 0, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 

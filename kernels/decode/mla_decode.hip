@@ -300,14 +300,6 @@ hipError_t EncodeKvMap(const MlaDecodeParams& p, bool raw_e4m3, mla::TmaMap* map
                               static_cast<cuuint64_t>(rows > 0 ? rows : 1)};
   const cuuint64_t row_stride[1] = {static_cast<cuuint64_t>(mla::kDimQk * (fp8 ? 1 : 2))};
   const cuuint32_t box[2] = {64, 64};
-  // How much the L2 fetches around each 128-byte row of a box (variants measure the others).
-#if defined(MLAPS_SM90_L2_PROMOTION_128)
-  constexpr CUtensorMapL2promotion kKvMapL2Promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
-#elif defined(MLAPS_SM90_L2_PROMOTION_NONE)
-  constexpr CUtensorMapL2promotion kKvMapL2Promotion = CU_TENSOR_MAP_L2_PROMOTION_NONE;
-#else
-  constexpr CUtensorMapL2promotion kKvMapL2Promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
-#endif
   const cuuint32_t element_strides[2] = {1, 1};
   const CUresult r = encode(reinterpret_cast<CUtensorMap*>(map),
                             fp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
@@ -316,7 +308,7 @@ hipError_t EncodeKvMap(const MlaDecodeParams& p, bool raw_e4m3, mla::TmaMap* map
                             swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
                             : swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
                                             : CU_TENSOR_MAP_SWIZZLE_NONE,
-                            kKvMapL2Promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) return hipErrorInvalidValue;
 #else
   (void)p;

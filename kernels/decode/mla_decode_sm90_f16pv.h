@@ -52,9 +52,8 @@
 //                       its rescale factors published;
 //   q_empty             both consumers, once their last S of the item retired;
 //   row_l_full[i % 2]   both consumers' row sums of item i (the epilogue);
-//   empty_chunk[s][c]   bf16: consumer c / 4 has V chunk c of slot s in registers (the variants
-//                       that widen V in place: its wgmmas retired; the producer refills chunks
-//                       0-7 on these, chunk 8, P^T, once both halves are free).
+//   empty_chunk[s][c]   bf16: consumer c / 4 has V chunk c of slot s in registers (the producer
+//                       refills chunks 0-7 on these, chunk 8, P^T, once both halves are free).
 #ifndef MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_F16PV_H_
 #define MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_F16PV_H_
 
@@ -194,15 +193,6 @@ __device__ __forceinline__ void RawScores(const Sm90Bars& bars, uint32_t base, u
   }
 }
 
-// Variants MLAPS_SM90_V_OWN_IN_PLACE and _WIDE (bf16): each consumer widens its V chunks to f16
-// in place and runs P V from shared memory (Bf16PvInPlace, Bf16PvInPlaceWide), O kept in S's
-// layout (rows x dims).
-#if defined(MLAPS_SM90_V_OWN_IN_PLACE) || defined(MLAPS_SM90_V_OWN_IN_PLACE_WIDE)
-constexpr bool kVOwnInPlace = true;
-#else
-constexpr bool kVOwnInPlace = false;
-#endif
-
 // bf16 V's scale on its way to f16 (2^-8 in both bf16 halves; the range it buys: the file
 // comment) and O's at the end.
 constexpr uint32_t kBf16VScale = 0x3b803b80u;
@@ -272,83 +262,6 @@ __device__ __forceinline__ void Bf16PvT(const Sm90Bars& bars, uint32_t kv, int s
 #pragma unroll
   for (int m = 0; m < 4; ++m) PinAccumulators(o[m]);
 }
-
-#if defined(MLAPS_SM90_V_OWN_IN_PLACE) || defined(MLAPS_SM90_V_OWN_IN_PLACE_WIDE)
-// Variant: consumer w's V chunk c widened in place, bf16 -> f16 scaled by 2^-8 (every 16-byte
-// unit on its own: the swizzle does not matter), by its 128 threads, 4 units each.
-__device__ __forceinline__ void WidenUnitInPlace(uint32_t at) {
-  uint4 v = LoadShared128(at);
-  v.x = Bf16x2ToF16x2(MulBf16x2(v.x, kBf16VScale));
-  v.y = Bf16x2ToF16x2(MulBf16x2(v.y, kBf16VScale));
-  v.z = Bf16x2ToF16x2(MulBf16x2(v.z, kBf16VScale));
-  v.w = Bf16x2ToF16x2(MulBf16x2(v.w, kBf16VScale));
-  StoreShared128(at, v);
-}
-__device__ __forceinline__ void WidenChunkInPlace(uint32_t chunk, int wtid) {
-#pragma unroll
-  for (int u = 0; u < 4; ++u) WidenUnitInPlace(chunk + 16 * (wtid + kSm90WgThreads * u));
-}
-
-// Variant: O[:, dims 256 w ..] += P V for the block in the slot at `kv`, dims tile by dims tile:
-// chunk 4 w + m widened in place (WidenChunkInPlace; the owner's S of the block retired before
-// either consumer gets here), then four wgmma m64n64k16 with P (the rope chunk, K-major) and
-// the chunk MN-major, both from shared memory; a chunk is freed once its group retired (the
-// next one widens meanwhile). Every tile has retired when it returns.
-__device__ __forceinline__ void Bf16PvInPlace(const Sm90Bars& bars, uint32_t kv, int slot, int w,
-                                              int wtid, float (&o)[4][32]) {
-  const uint64_t p0 = MatrixDesc(kv + 8 * L::kChunk, 16, 1024, kSwizzle128B);
-#pragma unroll
-  for (int m = 0; m < 4; ++m) {
-    const uint32_t chunk = kv + (4 * w + m) * L::kChunk;
-    WidenChunkInPlace(chunk, wtid);
-    FenceProxyAsync();  // our writes, then the wgmmas' reads
-    NamedBarrierSync(2 + w, kSm90WgThreads);
-    const uint64_t v0 = MatrixDesc(chunk, L::kChunk, 1024, kSwizzle128B);
-    WgmmaFence();
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      MLAPS_SM90_PV_MMA(
-          WgmmaM64N64K16F16TransB(o[m], p0 + ((kk * 32) >> 4), v0 + ((kk * 16 * 128) >> 4), 1));
-    }
-    WgmmaCommit();
-    if (m > 0) {
-      WgmmaWait<1>();
-      MbarArrive(bars.EmptyChunk(slot, 4 * w + m - 1));
-    }
-  }
-  WgmmaWait<0>();
-  MbarArrive(bars.EmptyChunk(slot, 4 * w + 3));
-#pragma unroll
-  for (int m = 0; m < 4; ++m) PinAccumulators(o[m]);
-}
-
-// Variant (MLAPS_SM90_V_OWN_IN_PLACE_WIDE): the same by token bands: band k (tokens 16 k ..
-// 16 k + 15 of the four chunks) widened, then one wgmma m64n256k16 on it (P read once a k step,
-// not once a dims tile); the four chunks are freed once the last band retired.
-__device__ __forceinline__ void Bf16PvInPlaceWide(const Sm90Bars& bars, uint32_t kv, int slot,
-                                                  int w, int wtid, float (&o)[4][32]) {
-  const uint64_t p0 = MatrixDesc(kv + 8 * L::kChunk, 16, 1024, kSwizzle128B);
-  const uint32_t half = kv + 4 * w * L::kChunk;
-  const uint64_t v0 = MatrixDesc(half, L::kChunk, 1024, kSwizzle128B);
-  float(&acc)[128] = reinterpret_cast<float(&)[128]>(o);  // tile t = element / 32
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-#pragma unroll
-    for (int c = 0; c < 4; ++c) WidenUnitInPlace(half + c * L::kChunk + 2048 * kk + 16 * wtid);
-    FenceProxyAsync();
-    NamedBarrierSync(2 + w, kSm90WgThreads);
-    WgmmaFence();
-    MLAPS_SM90_PV_MMA(
-        WgmmaM64N256K16F16TransB(acc, p0 + ((kk * 32) >> 4), v0 + ((kk * 16 * 128) >> 4), 1));
-    WgmmaCommit();
-  }
-  WgmmaWait<0>();
-#pragma unroll
-  for (int c = 0; c < 4; ++c) MbarArrive(bars.EmptyChunk(slot, 4 * w + c));
-#pragma unroll
-  for (int m = 0; m < 4; ++m) PinAccumulators(o[m]);
-}
-#endif
 
 // fp8: O^T[dims 256 w ..] += V^T P^T for the raw block at `rows`, k step by k step: the A
 // fragments of the four dims tiles (M rows in VtDim order) widened from the raw rows of chunks
@@ -501,20 +414,10 @@ __device__ __forceinline__ void Softmax(const F16PvPlace& at, float (&s)[32], fl
 // O^T *= block n's rescale factors of the thread's 16 q rows, unless no row of the block moved
 // its reference max (the owner's four warp words; the usual case past an item's first blocks,
 // StepLazyRunningMax).
-template <bool kORows = false>
 __device__ __forceinline__ void RescaleO(const F16PvPlace& at, float (&o)[4][32], uint32_t n) {
   const uint4 moved = LoadShared128(at.base + L::kPvMoved + 16 * (n & 3));
   if ((moved.x | moved.y | moved.z | moved.w) == 0) return;
   const uint32_t alpha = at.base + L::kPvAlpha + 4 * (n & 3) * L::kRows;
-  if constexpr (kORows) {  // O in S's layout: the thread's rows r0, r0 + 8
-    const float f0 = LoadSharedF32(alpha + 4 * at.r0), f1 = LoadSharedF32(alpha + 4 * (at.r0 + 8));
-#pragma unroll
-    for (int m = 0; m < 4; ++m) {
-#pragma unroll
-      for (int i = 0; i < 32; ++i) o[m][i] *= ((i >> 1) & 1) ? f1 : f0;
-    }
-    return;
-  }
   float f[16];
 #pragma unroll
   for (int k = 0; k < 16; ++k) {
@@ -625,37 +528,6 @@ __device__ __forceinline__ void FinishItem(const MlaDecodeParams& p, const Item&
     }
   }
   const float o_scale = kFp8 ? p.kv_scale : p.kv_scale * kBf16OUnscale;
-  if constexpr (!kFp8 && kVOwnInPlace) {
-    // O in S's layout: element i of tile t is row r0 + 8 ((i >> 1) & 1), dim 256 w + 64 t +
-    // 8 (i >> 2) + 2 quad + (i & 1); a pair (i, i + 1) is two neighbouring dims.
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = at.r0 + 8 * h;
-      if (row >= it.rows) continue;
-      const float lt = row_sum(row);
-      const float scale = lt > 0.0f ? o_scale / lt : 0.0f;
-#pragma unroll
-      for (int t = 0; t < 4; ++t) {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const int i = 4 * j + 2 * h;
-          const int d = 256 * w + 64 * t + 8 * j + 2 * at.quad;
-          const float v0 = o[t][i] * scale, v1 = o[t][i + 1] * scale;
-          if (it.partial < 0 && p.o_fp32 != nullptr) {  // fp32 final O (CP ranks)
-            *reinterpret_cast<float2*>(p.o_fp32 + FinalRow(p, it, row) * kDimV + d) =
-                make_float2(v0, v1);
-          } else if (it.partial < 0) {
-            *reinterpret_cast<uint32_t*>(p.o + FinalRow(p, it, row) * kDimV + d) =
-                PackBf16x2(v0, v1);
-          } else {
-            *reinterpret_cast<float2*>(p.partial_o + PartialRow(it, row) * kDimV + d) =
-                make_float2(v0, v1);
-          }
-        }
-      }
-    }
-    return;
-  }
   float inv[16];
 #pragma unroll
   for (int k = 0; k < 16; ++k) {
@@ -819,21 +691,14 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
     MLAPS_SM90_TRACE_AT(kTracePv, n);
     uint2 v_first[4];
     uint32_t vt_first[4][4];
-    constexpr bool kInPlace = !kFp8 && kVOwnInPlace;
     if constexpr (kFp8) {
       LoadVtStep(RawRows(at.base, slot) + 4 * w * L::kChunk, 0, at.wtid, v_first);
-    } else if constexpr (!kInPlace) {
+    } else {
       LoadBf16VtTile(at.base + L::kKv + slot * L::kTile, w, 0, at.wtid, vt_first);
     }
-    RescaleO<kInPlace>(at, o, n);
+    RescaleO(at, o, n);
     if constexpr (kFp8) {
       RawPvT<!kPvLate>(RawRows(at.base, slot), p_tile, w, at.wtid, o, pv_a, v_first);
-    } else if constexpr (kInPlace) {
-#if defined(MLAPS_SM90_V_OWN_IN_PLACE_WIDE)
-      Bf16PvInPlaceWide(at.bars, at.base + L::kKv + slot * L::kTile, slot, w, at.wtid, o);
-#elif defined(MLAPS_SM90_V_OWN_IN_PLACE)
-      Bf16PvInPlace(at.bars, at.base + L::kKv + slot * L::kTile, slot, w, at.wtid, o);
-#endif
     } else {
       Bf16PvT(at.bars, at.base + L::kKv + slot * L::kTile, slot, w, at.wtid, o, vt_first);
     }
@@ -861,10 +726,13 @@ __global__ void __launch_bounds__(kF16PvThreads, 1)
   // Its gathered (non-TMA) blocks go without the L2 fill ahead of their copies: the ring runs
   // three blocks ahead, and the fill's loads cost the 24-register producer more (sparse fp8
   // 322 -> 308-310 us, notes.md). bf16 consumers free each V chunk once it is in registers
-  // (kChunkFree, Bf16PvT).
+  // (kChunkFree, Bf16PvT). Its TMA loads carry no L2 hint: evict-first cost the kv lanes of a
+  // request that drift apart their L2 reuse ((32,3) 8-10% slower) and a lone tile's stream
+  // ((16,4) 4%), for 1.5-2.5% at the pairs that stay in step ((64,2), (128,1)); notes.md,
+  // session 34.
   constexpr int kConsumerRegs = kFp8 ? 240 : kSm90ConsumerRegs;
   RunSm90Block<kFp8, /*kWiden=*/false, SmemSm90::kRows, /*kTma=*/true, /*kOneConsumerCode=*/true,
-               /*kEvictFirst=*/true, kConsumerRegs, /*kL2Fill=*/!kFp8, /*kChunkFree=*/!kFp8>(
+               /*kEvictFirst=*/false, kConsumerRegs, /*kL2Fill=*/!kFp8, /*kChunkFree=*/!kFp8>(
       p, &kv_map, [&](int w, const Item& it, uint8_t* smem, uint32_t seq, uint32_t item) {
         return RunConsumer<kFp8>(p, it, smem, seq, item, w);
       });

@@ -444,22 +444,6 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
       continue;
     }
     MLAPS_SM90_TRACE_AT(kTraceCopy, n);
-#if defined(MLAPS_SM90_TLB_WARM) || defined(MLAPS_SM90_TLB_WARM3)
-    // Variant: one line of the kv block kTlbAhead on, prefetched by a copy thread that issues
-    // no TMA once this block's loads are out, so that its page's translation (and that line)
-    // is in place before its own loads. Its row is read here, its latency behind this block's
-    // waits (a block ahead with kPageIdAhead: the row already read). The thread still arrives
-    // on landed for every chunk: a late row would delay the next block's arrivals.
-#if defined(MLAPS_SM90_TLB_WARM3)
-    constexpr int kTlbAhead = 3;
-#else
-    constexpr int kTlbAhead = 1;
-#endif
-    int32_t tlb_row = -1;
-    if (ctid == 32 && t + kTlbAhead < nblk) {
-      tlb_row = kPageIdAhead && kTlbAhead == 1 ? next_tma_row : TmaRowOf(p, it, t + kTlbAhead);
-    }
-#endif
 #pragma unroll
     for (int pos = 0; pos < L::kChunks; ++pos) {
       wait_free(pos);
@@ -481,11 +465,6 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
         MbarArrive(bars.Landed(slot, c));
       }
     }
-#if defined(MLAPS_SM90_TLB_WARM) || defined(MLAPS_SM90_TLB_WARM3)
-    if (tlb_row >= 0) {
-      PrefetchL2Line(kv_rows + static_cast<int64_t>(tlb_row) * ChunkMap<kFp8>::kRowBytes);
-    }
-#endif
   }
 }
 

@@ -124,11 +124,6 @@ __device__ __forceinline__ void WgmmaM64N256K16F16RegATransB(float (&d)[128],
   mlaps_emu::WgmmaRegA(d, 256, a, desc_b, /*trans_b=*/true, accumulate != 0,
                        mlaps_emu::WgmmaType::kF16);
 }
-__device__ __forceinline__ void WgmmaM64N64K16F16TransB(float (&d)[32], uint64_t desc_a,
-                                                        uint64_t desc_b, int accumulate) {
-  mlaps_emu::Wgmma(d, 64, desc_a, desc_b, /*trans_b=*/true, accumulate != 0,
-                   mlaps_emu::WgmmaType::kF16);
-}
 template <bool kBf16, bool kTransA>
 __device__ __forceinline__ void WgmmaM64N16K16(float (&d)[8], uint64_t desc_a, uint64_t desc_b,
                                                int accumulate) {
@@ -295,11 +290,7 @@ __device__ __forceinline__ void MbarArriveExpectTx(uint32_t bar, uint32_t bytes)
 template <bool kEvictFirst = false>
 __device__ __forceinline__ void TmaLoad2D(uint32_t dst, const void* map, int x, int y,
                                           uint32_t bar) {
-#if defined(MLAPS_SM90_TMA_EVICT_NORMAL)  // variant: no L2 hint on any TMA load
-  if constexpr (false) {
-#else
   if constexpr (kEvictFirst) {
-#endif
     asm volatile(
         "{\n.reg .b64 pol;\ncreatepolicy.fractional.L2::evict_first.b64 pol, 1.0;\n"
         "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
@@ -395,15 +386,15 @@ __device__ __forceinline__ void WgmmaM64N256K16TransB(float (&d)[128], uint64_t 
 }
 
 // d (m64n64, fp32) = A B (+ d) with A = 64 x 16 and B = 16 x 64 bf16 (kBf16) or f16 from shared
-// memory, A K-major, B K-major (trans_b "0") or MN-major ("1").
-#define MLAPS_WGMMA_M64N64K16(type, trans_b)                                                       \
+// memory, both K-major.
+#define MLAPS_WGMMA_M64N64K16(type)                                                                \
   asm volatile(                                                                                    \
       "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                 \
       "wgmma.mma_async.sync.aligned.m64n64k16.f32." type "." type                                  \
       " {"                                                                                         \
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                     \
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"             \
-      "}, %32, %33, p, 1, 1, 0, " trans_b ";\n}\n"                                                 \
+      "}, %32, %33, p, 1, 1, 0, 0;\n}\n"                                                           \
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),        \
         "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),    \
         "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
@@ -414,15 +405,10 @@ template <bool kBf16>
 __device__ __forceinline__ void WgmmaM64N64K16(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
                                                int accumulate) {
   if constexpr (kBf16) {
-    MLAPS_WGMMA_M64N64K16("bf16", "0");
+    MLAPS_WGMMA_M64N64K16("bf16");
   } else {
-    MLAPS_WGMMA_M64N64K16("f16", "0");
+    MLAPS_WGMMA_M64N64K16("f16");
   }
-}
-// The same, f16, with B MN-major (V as its token rows lie: one 64-dim chunk).
-__device__ __forceinline__ void WgmmaM64N64K16F16TransB(float (&d)[32], uint64_t desc_a,
-                                                        uint64_t desc_b, int accumulate) {
-  MLAPS_WGMMA_M64N64K16("f16", "1");
 }
 #undef MLAPS_WGMMA_M64N64K16
 

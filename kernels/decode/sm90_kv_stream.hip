@@ -13,7 +13,8 @@
 // 2j + 1 read the same kv blocks: the two 64-row tiles of a request on neighbouring blocks, as
 // the kernels place kv lanes); the kv blocks in memory order or shuffled (the benchmarks' page
 // tables), shuffled also with a line of the block two ahead prefetched (its page's translation
-// in place before its loads); evict-first (the kernels' hint) or no L2 hint.
+// in place before its loads); evict-first (the f16-tile kernel's hint; the f16pv kernel's until
+// session 34) or no L2 hint (the f16pv kernel's).
 //
 //   gpu_bundle/bin/kernels_decode_sm90_kv_stream [CHUNKS_PER_BLOCK]
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled (the driver's, through the runtime)

@@ -290,6 +290,16 @@ int LaunchMlaDecode(const MlaDecodeParams& params, void* stream);
 // previous kernel is launched, as the GPU planner and host uploads are.
 int LaunchMlaReduce(const MlaReduceParams& params, void* stream);
 
+namespace mla {
+struct TmaMap;  // mla_decode_sm90_block.h
+}  // namespace mla
+// The sm90 kernels' TMA map over params.kv_cache (num_pages * page_size rows of 576 elements of
+// params.dtype, 64 x 64 boxes, swizzled as mla::KvMapSwizzleBytes says; raw_e4m3: e4m3 rows kept
+// unwidened) into *map; 0 (hipSuccess) or hipErrorInvalidValue (the driver's encoder missing or
+// refusing). AMD: an empty map. The launches use it, and so does sm90_kv_stream (the same loads
+// without the kernels).
+int EncodeKvTmaMap(const MlaDecodeParams& params, bool raw_e4m3, mla::TmaMap* map);
+
 // Probe builds only (MLAPS_SM90_TRACE: the `mla_decode_traced` library): write the sm90
 // kernels' timeline probe (mla_decode_sm90_probe.h) of the last launch to `path` as raw uint32
 // [block][warpgroup][kv block][event]; true when written. False on every other build.

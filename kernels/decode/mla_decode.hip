@@ -272,12 +272,7 @@ const char* MlaDecodeKernelName(const MlaDecodeParams& p) {
 
 using Kernel = void (*)(MlaDecodeParams);
 
-namespace {
-
-// The kv cache as the narrow, f16pv and f16-tile kernels' TMA map (mla::TmaMap): rows of 576
-// elements, 64 x 64 boxes, swizzled as mla::KvMapSwizzleBytes says (raw_e4m3: the kernel keeps
-// e4m3 rows unwidened). NVIDIA only (AMD never runs the kernel: an empty map).
-hipError_t EncodeKvMap(const MlaDecodeParams& p, bool raw_e4m3, mla::TmaMap* map) {
+int EncodeKvTmaMap(const MlaDecodeParams& p, bool raw_e4m3, mla::TmaMap* map) {
   *map = mla::TmaMap{};
 #if defined(MLAPS_GPU_CUDA)
   static_assert(sizeof(mla::TmaMap) == sizeof(CUtensorMap) && alignof(mla::TmaMap) == 64,
@@ -317,8 +312,6 @@ hipError_t EncodeKvMap(const MlaDecodeParams& p, bool raw_e4m3, mla::TmaMap* map
   return hipSuccess;
 }
 
-}  // namespace
-
 namespace {
 
 // The decode kernel of these (valid) params; *merges: whether that kernel merges split tiles
@@ -354,7 +347,10 @@ int LaunchDecodeKernel(const MlaDecodeParams& params, void* stream, bool* merges
     // The narrow and f16 P V kernels keep e4m3 rows raw (fp8 wgmma for S); the f16-tile one
     // widens them.
     const bool raw_e4m3 = which <= 1;
-    if (const hipError_t e = EncodeKvMap(params, raw_e4m3, &kv_map); e != hipSuccess) return e;
+    if (const hipError_t e = static_cast<hipError_t>(EncodeKvTmaMap(params, raw_e4m3, &kv_map));
+        e != hipSuccess) {
+      return e;
+    }
     if (!tma_allowed[which][fp8].load(std::memory_order_acquire)) {
       const hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(kernel),
                                                hipFuncAttributeMaxDynamicSharedMemorySize, smem);

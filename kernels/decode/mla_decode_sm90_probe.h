@@ -149,14 +149,7 @@ __device__ unsigned int g_sm90_trace[kSm90TraceCtas][kSm90TraceRoles][kSm90Trace
                                     [kSm90TraceTags];
 #endif
 #if defined(MLAPS_SM90_TRACE) && defined(__CUDA_ARCH__)
-#define MLAPS_SM90_TRACE_AT(tag, n)                                                               \
-  do {                                                                                            \
-    const uint32_t n_ = (n);                                                                      \
-    if (blockIdx.x < kSm90TraceCtas && (threadIdx.x & 127) == 0 && n_ < kSm90TraceBlocks) {       \
-      g_sm90_trace[blockIdx.x][threadIdx.x >> 7][n_][tag] = static_cast<unsigned int>(clock64()); \
-    }                                                                                             \
-  } while (0)
-// The same for a thread that `is_first` of its role (role 3: the converters' first).
+// Event `tag` of kv block n, stored when `is_first` (the thread that speaks for `role`).
 #define MLAPS_SM90_TRACE_ROLE_AT(is_first, role, tag, n)                              \
   do {                                                                                \
     const uint32_t n_ = (n);                                                          \
@@ -165,13 +158,13 @@ __device__ unsigned int g_sm90_trace[kSm90TraceCtas][kSm90TraceRoles][kSm90Trace
     }                                                                                 \
   } while (0)
 #else
-#define MLAPS_SM90_TRACE_AT(tag, n) \
-  do {                              \
-  } while (0)
 #define MLAPS_SM90_TRACE_ROLE_AT(is_first, role, tag, n) \
   do {                                                   \
   } while (0)
 #endif
+// Thread 0 of each warpgroup speaks for it (roles 0-2).
+#define MLAPS_SM90_TRACE_AT(tag, n) \
+  MLAPS_SM90_TRACE_ROLE_AT((threadIdx.x & 127) == 0, threadIdx.x >> 7, tag, n)
 
 #if defined(MLAPS_SM90_PROBE_SKIP_S)
 #define MLAPS_SM90_S_MMA(...) \

@@ -17,14 +17,13 @@
 // session 34) or no L2 hint (the f16pv kernel's).
 //
 //   gpu_bundle/bin/kernels_decode_sm90_kv_stream [CHUNKS_PER_BLOCK]
-#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled (the driver's, through the runtime)
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
+#include "kernels/decode/mla_decode.h"
 #include "kernels/decode/mla_decode_sm90_block.h"
 #include "kernels/decode/sm90_primitives.h"
 #include "kernels/platform/hip_check.h"
@@ -74,39 +73,23 @@ __global__ void __launch_bounds__(32, 1)
 #endif
 }
 
-hipError_t EncodeMap(void* kv, int64_t rows, CUtensorMapL2promotion promotion, mla::TmaMap* map) {
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult found{};
-  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
-                                       &found) != cudaSuccess ||
-      found != cudaDriverEntryPointSuccess) {
-    return hipErrorInvalidValue;
-  }
-  const auto encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  const cuuint64_t dims[2] = {576, static_cast<cuuint64_t>(rows)};
-  const cuuint64_t row_stride[1] = {kRowBytes};
-  const cuuint32_t box[2] = {64, 64};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r =
-      encode(reinterpret_cast<CUtensorMap*>(map), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, kv, dims,
-             row_stride, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-             CU_TENSOR_MAP_SWIZZLE_128B, promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return r == CUDA_SUCCESS ? hipSuccess : hipErrorInvalidValue;
-}
-
 struct Run {
   int in_flight;
   bool pair, evict_first, shuffled;
   int warm_ahead;
-  CUtensorMapL2promotion promotion;
 };
 
 // flush: 256 MB written before each run, so the L2 holds none of the rows.
 // pages_d: the blocks' pages, in order (contiguous) or shuffled (shuffled_d).
 void Measure(const Run& run, void* kv, int64_t rows, int sms, int chunks, const int32_t* pages_d,
              const int32_t* shuffled_d, void* flush, long long* cycles_d) {
+  // The kernels' own kv map (EncodeKvTmaMap): bf16 rows in pages of 64.
+  MlaDecodeParams p;
+  p.kv_cache = kv;
+  p.page_size = 64;
+  p.num_pages = rows / 64;
   mla::TmaMap map;
-  MLAPS_CHECK_HIP(EncodeMap(kv, rows, run.promotion, &map));
+  MLAPS_CHECK_HIP(static_cast<hipError_t>(EncodeKvTmaMap(p, /*raw_e4m3=*/false, &map)));
   // The whole ring's shared memory whatever K: one block an SM (as the kernels run), so that
   // "bytes an SM a cycle" is one block's.
   constexpr int smem = kMaxInFlight * kChunkBytes + 1024;
@@ -139,12 +122,9 @@ void Measure(const Run& run, void* kv, int64_t rows, int sms, int chunks, const 
   const double bytes_an_sm = static_cast<double>(chunks) * kChunkBytes;
   const double rate = bytes_an_sm / slowest;
   const double dram = (run.pair ? 0.5 : 1.0) * bytes_an_sm * sms / (ms * 1e-3) / 1e12;
-  const char* promotion = run.promotion == CU_TENSOR_MAP_L2_PROMOTION_L2_256B   ? "256 B"
-                          : run.promotion == CU_TENSOR_MAP_L2_PROMOTION_L2_128B ? "128 B"
-                                                                                : "none";
-  std::printf("| %s | %s | %d | %s | %s | %2d | %6.2f | %6.0f | %8.1f | %5.2f |\n",
+  std::printf("| %s | %s | %d | %s | %2d | %6.2f | %6.0f | %8.1f | %5.2f |\n",
               run.pair ? "pair" : "own", run.shuffled ? "shuffled" : "in order", run.warm_ahead,
-              promotion, run.evict_first ? "evict-first" : "none", run.in_flight, rate,
+              run.evict_first ? "evict-first" : "none", run.in_flight, rate,
               run.in_flight * kChunkBytes / rate, ms * 1e3, dram);
   std::fflush(stdout);
 }
@@ -191,18 +171,17 @@ int main(int argc, char** argv) {
   MLAPS_CHECK_HIP(hipMemcpy(shuffled_d, shuffled.data(), shuffled.size() * sizeof(int32_t),
                             hipMemcpyHostToDevice));
   std::printf(
-      "| mode | pages | warm ahead | L2 promotion | hint | in flight | bytes an SM a cycle | "
+      "| mode | pages | warm ahead | hint | in flight | bytes an SM a cycle | "
       "implied latency (cycles) | kernel us | DRAM TB/s "
-      "|\n|---|---|---|---|---|---|---|---|---|---|\n");
+      "|\n|---|---|---|---|---|---|---|---|---|\n");
   for (const bool pair : {false, true}) {
     for (const bool shuffled_pages : {false, true}) {
       for (const int warm : {0, 2}) {
         if (warm > 0 && !shuffled_pages) continue;
         for (const bool evict_first : {true, false}) {
           for (const int k : {4, 6, 9, 18}) {
-            mlaps::Measure(
-                {k, pair, evict_first, shuffled_pages, warm, CU_TENSOR_MAP_L2_PROMOTION_L2_256B},
-                kv, rows, sms, chunks, pages_d, shuffled_d, flush, cycles_d);
+            mlaps::Measure({k, pair, evict_first, shuffled_pages, warm}, kv, rows, sms, chunks,
+                           pages_d, shuffled_d, flush, cycles_d);
           }
         }
       }

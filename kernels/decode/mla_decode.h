@@ -159,6 +159,20 @@ constexpr int MlaPlanCu(int block, int num_cu, int cu_lanes) {
   return cu_lanes > 1 ? (block % cu_lanes) * (num_cu / cu_lanes) + block / cu_lanes : block;
 }
 
+// Whether a request's kv lanes read its kv blocks in step: the lanes run side by side
+// (cu_lanes > 1) and the request has at least two tiles (head_fold x its q tokens in tiles of
+// tokens_per_tile), all of rows_per_tile rows (heads_per_group x tokens_per_tile, and qlen a
+// multiple of tokens_per_tile). Tiles of equal rows take equal time a kv block, so a lane's
+// second read of a block follows the first within an L2 lifetime even with the first marked
+// evict-first; tiles of unequal rows drift apart ((32,3): 64 + 32 rows), and a lone tile has
+// no second read. Host and device (constexpr).
+constexpr bool MlaKvLanesInStep(int cu_lanes, int head_fold, int heads_per_group,
+                                int tokens_per_tile, int rows_per_tile, int qlen) {
+  return cu_lanes > 1 && tokens_per_tile > 0 &&
+         heads_per_group * tokens_per_tile == rows_per_tile && qlen > 0 &&
+         qlen % tokens_per_tile == 0 && head_fold * (qlen / tokens_per_tile) >= 2;
+}
+
 // Everything the decode kernel reads and writes. Device pointers unless noted; all ranges
 // are half-open [begin, end); sizes are element counts.
 struct MlaDecodeParams {

@@ -731,8 +731,14 @@ __global__ void __launch_bounds__(kF16PvThreads, 1)
   // ((16,4) 4%), for 1.5-2.5% at the pairs that stay in step ((64,2), (128,1)); notes.md,
   // session 34.
   constexpr int kConsumerRegs = kFp8 ? 240 : kSm90ConsumerRegs;
+#if defined(MLAPS_SM90_EVICT_IN_STEP)  // variant: the hint where a request's lanes read in step
+  constexpr bool kEvictFirstInStep = true;
+#else
+  constexpr bool kEvictFirstInStep = false;
+#endif
   RunSm90Block<kFp8, /*kWiden=*/false, SmemSm90::kRows, /*kTma=*/true, /*kOneConsumerCode=*/true,
-               /*kEvictFirst=*/false, kConsumerRegs, /*kL2Fill=*/!kFp8, /*kChunkFree=*/!kFp8>(
+               /*kEvictFirst=*/false, kConsumerRegs, /*kL2Fill=*/!kFp8, /*kChunkFree=*/!kFp8,
+               kEvictFirstInStep>(
       p, &kv_map, [&](int w, const Item& it, uint8_t* smem, uint32_t seq, uint32_t item) {
         return RunConsumer<kFp8>(p, it, smem, seq, item, w);
       });

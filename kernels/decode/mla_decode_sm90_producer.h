@@ -350,7 +350,8 @@ __device__ __forceinline__ int32_t TmaRowOf(const MlaDecodeParams& p, const Item
 // ring whose consumers free each V chunk once they read it, the bf16 f16pv kernel): chunks 0-7
 // are refilled as empty_chunk[slot][c] says, chunk 8 once both halves were freed.
 template <bool kFp8, int kQRows, bool kTma, bool kEvictFirst, bool kRaw = false,
-          bool kL2Fill = true, bool kChunkFree = false, bool kPageIdAhead = false>
+          bool kL2Fill = true, bool kChunkFree = false, bool kPageIdAhead = false,
+          bool kEvictFirstInStep = false>
 __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
                              uint32_t seq, uint32_t item, int nblk, const TmaMap* kv_map) {
   using L = SmemSm90;
@@ -370,6 +371,12 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
                                  smem + L::kQ, kRaw ? kRawQAt : ChunkMap<kFp8>::kStaging);
   CpAsyncArrive(bars.QLanded());
   using Ring = KvRing<kRaw>;
+  // kEvictFirstInStep: the hint only where the request's kv lanes read in step (their second
+  // read of a line follows the first closely; MlaKvLanesInStep).
+  const bool evict_first =
+      kEvictFirst ||
+      (kEvictFirstInStep && MlaKvLanesInStep(p.cu_lanes, p.head_fold, it.hpg, p.tokens_per_tile,
+                                             p.rows_per_tile, it.qlen));
   // kPageIdAhead: the page id of block t + 1 is read at the start of block t, so that its global
   // load's latency passes during block t's waits instead of after its last chunk.
   int32_t next_tma_row = kTma && kPageIdAhead ? TmaRowOf(p, it, 0) : -1;
@@ -458,8 +465,12 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
 #endif
         constexpr uint32_t kBytes = 64 * 64 * ChunkMap<kFp8>::kElem;
         MbarArriveExpectTx(bars.Landed(slot, c), kBytes);
-        TmaLoad2D<kEvictFirst>(SmemAddr(tile) + c * L::kChunk + rows_at, kv_map, 64 * c, tma_row,
-                               bars.Landed(slot, c));
+        const uint32_t dst = SmemAddr(tile) + c * L::kChunk + rows_at;
+        if (evict_first) {
+          TmaLoad2D<true>(dst, kv_map, 64 * c, tma_row, bars.Landed(slot, c));
+        } else {
+          TmaLoad2D<false>(dst, kv_map, 64 * c, tma_row, bars.Landed(slot, c));
+        }
         if (pos == 8) MLAPS_SM90_TRACE_AT(kTraceTma8Issued, n);
       } else {
         MbarArrive(bars.Landed(slot, c));
@@ -525,7 +536,7 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
 
 // The producer's part of one item (copy or convert, by thread). Returns the item's kv blocks.
 template <bool kFp8, bool kWiden, int kQRows, bool kTma, bool kEvictFirst, bool kL2Fill,
-          bool kChunkFree>
+          bool kChunkFree, bool kEvictFirstInStep = false>
 __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
                                uint32_t seq, uint32_t item, const TmaMap* kv_map) {
   const int nblk = BlocksOf(it);
@@ -533,7 +544,8 @@ __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
     // The page id a block ahead where it was measured faster: the bf16 f16pv kernel (kChunkFree,
     // 1-2%); the narrow bf16 kernel ran 1.5% slower with it, fp8 f16pv (128,2) 1% (notes.md).
     CopyItemSm90<kFp8, kQRows, kTma, kEvictFirst, kFp8 && !kWiden, kL2Fill, kChunkFree,
-                 /*kPageIdAhead=*/kChunkFree>(p, it, smem, cu, seq, item, nblk, kv_map);
+                 /*kPageIdAhead=*/kChunkFree, kEvictFirstInStep>(p, it, smem, cu, seq, item, nblk,
+                                                                 kv_map);
   } else {
     ConvertItemSm90<kFp8, kWiden, kQRows>(p, smem, cu, seq, item, nblk);
   }
@@ -548,10 +560,11 @@ __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
 // `run_consumer(w, ...)` with the warpgroup's index as a warp-uniform int (half the hot code
 // for the instruction caches); kEvictFirst: the TMA loads' L2 hint, kL2Fill: the L2 fill of
 // cp.async blocks (CopyItemSm90); kConsumerRegs: the consumers' setmaxnreg count; kChunkFree:
-// the consumers free each V chunk of a two-slot ring on its own (CopyItemSm90).
+// the consumers free each V chunk of a two-slot ring on its own (CopyItemSm90);
+// kEvictFirstInStep: the evict-first hint on the items whose request's kv lanes read in step.
 template <bool kFp8, bool kWiden, int kMaxRows, bool kTma, bool kOneConsumerCode = false,
           bool kEvictFirst = false, int kConsumerRegs = kSm90ConsumerRegs, bool kL2Fill = true,
-          bool kChunkFree = false, class RunConsumer>
+          bool kChunkFree = false, bool kEvictFirstInStep = false, class RunConsumer>
 __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const TmaMap* kv_map,
                                              RunConsumer&& run_consumer) {
   constexpr int kProducerRegs = Sm90ProducerRegs(kConsumerRegs);
@@ -595,8 +608,8 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
 #endif
     MLAPS_SM90_MARK(8, 0);
     WalkItems</*kRecord=*/false>(p, kMaxRows, [&](const Item& it, int cu) {
-      seq += RunProducerSm90<kFp8, kWiden, kMaxRows, kTma, kEvictFirst, kL2Fill, kChunkFree>(
-          p, it, smem, cu, seq, item, kv_map);
+      seq += RunProducerSm90<kFp8, kWiden, kMaxRows, kTma, kEvictFirst, kL2Fill, kChunkFree,
+                             kEvictFirstInStep>(p, it, smem, cu, seq, item, kv_map);
       ++item;
     });
     MLAPS_SM90_MARK(9, item);

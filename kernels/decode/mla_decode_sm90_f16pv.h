@@ -731,7 +731,8 @@ __global__ void __launch_bounds__(kF16PvThreads, 1)
   // ((16,4) 4%), for 1.5-2.5% at the pairs that stay in step ((64,2), (128,1)); notes.md,
   // session 34.
   constexpr int kConsumerRegs = kFp8 ? 240 : kSm90ConsumerRegs;
-#if defined(MLAPS_SM90_EVICT_IN_STEP)  // variant: the hint where a request's lanes read in step
+#if defined(MLAPS_SM90_EVICT_IN_STEP) || defined(MLAPS_SM90_EVICT_IN_STEP_TRAILING)
+  // Variants: the hint where a request's lanes read in step (on every lane, or not on lane 0).
   constexpr bool kEvictFirstInStep = true;
 #else
   constexpr bool kEvictFirstInStep = false;

@@ -376,7 +376,11 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
   const bool evict_first =
       kEvictFirst ||
       (kEvictFirstInStep && MlaKvLanesInStep(p.cu_lanes, p.head_fold, it.hpg, p.tokens_per_tile,
-                                             p.rows_per_tile, it.qlen));
+                                             p.rows_per_tile, it.qlen)
+#if defined(MLAPS_SM90_EVICT_IN_STEP_TRAILING)  // variant: not on lane 0 (plan CUs [0, num_cu / L))
+       && cu >= p.num_cu / p.cu_lanes
+#endif
+      );
   // kPageIdAhead: the page id of block t + 1 is read at the start of block t, so that its global
   // load's latency passes during block t's waits instead of after its last chunk.
   int32_t next_tma_row = kTma && kPageIdAhead ? TmaRowOf(p, it, 0) : -1;

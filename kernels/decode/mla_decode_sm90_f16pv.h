@@ -726,8 +726,8 @@ __global__ void __launch_bounds__(kF16PvThreads, 1)
   // Its gathered (non-TMA) blocks go without the L2 fill ahead of their copies: the ring runs
   // three blocks ahead, and the fill's loads cost the 24-register producer more (sparse fp8
   // 322 -> 308-310 us, notes.md). bf16 consumers free each V chunk once it is in registers
-  // (kChunkFree, Bf16PvT). Its TMA loads carry no L2 hint: evict-first cost the kv lanes of a
-  // request that drift apart their L2 reuse ((32,3) 8-10% slower) and a lone tile's stream
+  // (kChunkFree, Bf16PvT). By default its TMA loads carry no L2 hint: evict-first cost the kv lanes
+  // of a request that drift apart their L2 reuse ((32,3) 8-10% slower) and a lone tile's stream
   // ((16,4) 4%), for 1.5-2.5% at the pairs that stay in step ((64,2), (128,1)); notes.md,
   // session 34.
   constexpr int kConsumerRegs = kFp8 ? 240 : kSm90ConsumerRegs;

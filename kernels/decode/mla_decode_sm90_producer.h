@@ -343,12 +343,13 @@ __device__ __forceinline__ int32_t TmaRowOf(const MlaDecodeParams& p, const Item
 // slot's halves (slot 0 frees chunks 0-3 with consumer 0's P V and 4-7 with consumer 1's; slot 1
 // the other way round, ChunkAt; chunk 8 after both); each chunk's copies land on landed[slot][c],
 // by cp.async, or (kTma) by one TMA load a chunk where the block allows it (TmaRowOf), with an
-// L2 evict-first hint if kEvictFirst. kRaw (e4m3 not widened): the rows stay e4m3 in 64-byte
-// swizzled rows (RawUnit), Q at each chunk's start, kv blocks in each chunk's staging half, and
-// a block of gathered rows (no TMA) is copied whole once its slot is free (CopyBlockRows).
-// kL2Fill: the L2 fill ahead of the cp.async blocks (PrefetchKvBlock). kChunkFree (a two-slot
-// ring whose consumers free each V chunk once they read it, the bf16 f16pv kernel): chunks 0-7
-// are refilled as empty_chunk[slot][c] says, chunk 8 once both halves were freed.
+// L2 evict-first hint if kEvictFirst (kEvictFirstInStep: on the items whose request's kv lanes
+// read in step, MlaKvLanesInStep; the variants that test it). kRaw (e4m3 not widened): the rows
+// stay e4m3 in 64-byte swizzled rows (RawUnit), Q at each chunk's start, kv blocks in each chunk's
+// staging half, and a block of gathered rows (no TMA) is copied whole once its slot is free
+// (CopyBlockRows). kL2Fill: the L2 fill ahead of the cp.async blocks (PrefetchKvBlock). kChunkFree
+// (a two-slot ring whose consumers free each V chunk once they read it, the bf16 f16pv kernel):
+// chunks 0-7 are refilled as empty_chunk[slot][c] says, chunk 8 once both halves were freed.
 template <bool kFp8, int kQRows, bool kTma, bool kEvictFirst, bool kRaw = false,
           bool kL2Fill = true, bool kChunkFree = false, bool kPageIdAhead = false,
           bool kEvictFirstInStep = false>

@@ -150,14 +150,16 @@ TEST(MlaDecodeEmuTest, PlanCuPutsALanesWalkPositionOnNeighbouringBlocks) {
 
 TEST(MlaDecodeEmuTest, KvLanesInStepOnlyWhereEveryTileOfARequestHas64Rows) {
   // The planner's own variant and lanes for each shape (128 requests, 132 CUs): in step where a
-  // request has two or more tiles of 64 rows, side by side.
+  // request has two or more tiles of 64 rows, one a lane, side by side. (128,4): 8 tiles in 4
+  // lanes (8 does not divide 132).
   struct Case {
     int heads, qlen;
     bool want;
   };
-  for (const Case& c : {Case{64, 2, true}, Case{128, 1, true}, Case{128, 2, true},
-                        Case{32, 4, true}, Case{32, 3, false}, Case{16, 4, false},
-                        Case{16, 1, false}, Case{128, 3, true}, Case{48, 3, false}}) {
+  for (const Case& c :
+       {Case{64, 2, true}, Case{128, 1, true}, Case{128, 2, true}, Case{32, 4, true},
+        Case{32, 3, false}, Case{16, 4, false}, Case{16, 1, false}, Case{128, 3, true},
+        Case{48, 3, false}, Case{128, 4, false}}) {
     const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, c.heads, 128, c.qlen, 700, 64);
     const WorkPlan plan = Plan(batch, 132);
     const std::string shape = "(" + std::to_string(c.heads) + "," + std::to_string(c.qlen) + ")";
@@ -172,8 +174,12 @@ TEST(MlaDecodeEmuTest, KvLanesInStepOnlyWhereEveryTileOfARequestHas64Rows) {
                                   plan.rows_per_tile, c.qlen))
         << shape;
   }
-  // A q length that is no multiple of the tile's tokens leaves a short last tile.
+  // A q length that is no multiple of the tile's tokens leaves a short last tile; one tile is
+  // no pair, whatever the lanes; the tiles must be the lanes.
   EXPECT_TRUE(MlaKvLanesInStep(2, 1, 32, 2, 64, 4));
+  EXPECT_FALSE(MlaKvLanesInStep(2, 1, 32, 2, 64, 2));
+  EXPECT_FALSE(MlaKvLanesInStep(2, 2, 64, 1, 64, 2));  // 4 tiles in 2 lanes
+  EXPECT_TRUE(MlaKvLanesInStep(4, 2, 64, 1, 64, 2));
   EXPECT_FALSE(MlaKvLanesInStep(2, 1, 32, 2, 64, 5));
   EXPECT_FALSE(MlaKvLanesInStep(2, 1, 32, 0, 64, 4));
 }

@@ -159,6 +159,12 @@ constexpr int MlaPlanCu(int block, int num_cu, int cu_lanes) {
   return cu_lanes > 1 ? (block % cu_lanes) * (num_cu / cu_lanes) + block / cu_lanes : block;
 }
 
+// The kv lane of plan CU `cu` (lane l holds plan CUs [l num_cu / L, (l + 1) num_cu / L)): the
+// block % L of the block MlaPlanCu gives it; 0 when L is 1. Host and device (constexpr).
+constexpr int MlaLaneOfPlanCu(int cu, int num_cu, int cu_lanes) {
+  return cu_lanes > 1 ? cu / (num_cu / cu_lanes) : 0;
+}
+
 // Whether a request's kv lanes read its kv blocks in step: its tiles (head_fold x its q tokens
 // in tiles of tokens_per_tile: two or more) are the cu_lanes lanes, one tile a lane, side by
 // side, and all have rows_per_tile rows (heads_per_group x tokens_per_tile, qlen a multiple of

@@ -373,8 +373,8 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
   CpAsyncArrive(bars.QLanded());
   using Ring = KvRing<kRaw>;
   // kEvictFirstInStep: the hint only where the request's kv lanes read in step (their second
-  // read of a line follows the first closely; MlaKvLanesInStep); a variant leaves lane 0 (plan
-  // CUs [0, num_cu / L)) without it.
+  // read of a line follows the first closely; MlaKvLanesInStep); a variant leaves lane 0
+  // without it.
 #if defined(MLAPS_SM90_EVICT_IN_STEP_TRAILING)
   constexpr bool kLaneZeroToo = false;
 #else
@@ -384,7 +384,7 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
       kEvictFirst || (kEvictFirstInStep &&
                       MlaKvLanesInStep(p.cu_lanes, p.head_fold, it.hpg, p.tokens_per_tile,
                                        p.rows_per_tile, it.qlen) &&
-                      (kLaneZeroToo || cu >= p.num_cu / p.cu_lanes));
+                      (kLaneZeroToo || MlaLaneOfPlanCu(cu, p.num_cu, p.cu_lanes) > 0));
   // kPageIdAhead: the page id of block t + 1 is read at the start of block t, so that its global
   // load's latency passes during block t's waits instead of after its last chunk.
   int32_t next_tma_row = kTma && kPageIdAhead ? TmaRowOf(p, it, 0) : -1;

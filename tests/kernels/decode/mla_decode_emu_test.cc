@@ -139,6 +139,7 @@ TEST(MlaDecodeEmuTest, PlanCuPutsALanesWalkPositionOnNeighbouringBlocks) {
           ASSERT_LT(cu, num_cu);
           ++runs[cu];
           EXPECT_EQ(cu, w + l * per_lane) << num_cu << " CUs, " << lanes << " lanes";
+          EXPECT_EQ(MlaLaneOfPlanCu(cu, num_cu, lanes), lanes > 1 ? l : 0) << cu;
         }
       }
       EXPECT_EQ(runs, std::vector<int>(num_cu, 1)) << num_cu << " CUs, " << lanes << " lanes";

@@ -101,10 +101,11 @@ __device__ __forceinline__ uint32_t RawPTile(uint32_t base, uint32_t n) {
 // ---- Tile math -------------------------------------------------------------------------------
 
 // bf16: S = Q K^T for the block in `slot` (sequence number n), issued as one commit group: 9
-// chunks in the production order (ChunkAt), waiting for each, x 4 k16 steps of 32 bytes inside
-// the swizzled 128-byte rows, on the bf16 operands as they landed.
+// chunks in the production order (ChunkAt(order, .): order is the slot, or in pair order the
+// item's leader), waiting for each, x 4 k16 steps of 32 bytes inside the swizzled 128-byte rows,
+// on the bf16 operands as they landed.
 __device__ __forceinline__ void IssueBf16Scores(const Sm90Bars& bars, uint32_t base, int slot,
-                                                uint32_t n, float (&s)[32]) {
+                                                int order, uint32_t n, float (&s)[32]) {
   const uint32_t kv = base + L::kKv + slot * L::kTile;
 #pragma unroll
   for (int e = 0; e < 32; ++e) s[e] = 0.0f;
@@ -118,7 +119,7 @@ __device__ __forceinline__ void IssueBf16Scores(const Sm90Bars& bars, uint32_t b
   WgmmaFence();
 #pragma unroll 1
   for (int pos = 0; pos < L::kChunks; ++pos) {
-    const int c = ChunkAt(slot, pos);
+    const int c = ChunkAt(order, pos);
     if (!landed) MbarWait(bars.Full(slot, c), (n >> 1) & 1);
     const uint64_t a0 = MatrixDesc(base + L::kQ + c * L::kChunk, 16, 1024, kSwizzle128B);
     const uint64_t b0 = MatrixDesc(kv + c * L::kChunk, 16, 1024, kSwizzle128B);
@@ -618,7 +619,7 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
     if constexpr (kFp8) {
       RawScores(at.bars, at.base, RawRows(at.base, slot), slot, parity_of(n), s);
     } else {
-      IssueBf16Scores(at.bars, at.base, slot, n, s);
+      IssueBf16Scores(at.bars, at.base, slot, slot, n, s);
       MLAPS_SM90_TRACE_AT(kTraceSIssued, n);
       WgmmaWait<0>();
       PinAccumulators(s);
@@ -673,7 +674,7 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
           take_stats();
         } else {
           MLAPS_SM90_TRACE_AT(kTraceSStart, n + 1);
-          IssueBf16Scores(at.bars, at.base, slot_of(n + 1), n + 1, s);
+          IssueBf16Scores(at.bars, at.base, slot_of(n + 1), slot_of(n + 1), n + 1, s);
           MLAPS_SM90_TRACE_AT(kTraceSIssued, n + 1);
           take_stats();
           WgmmaWait<0>();
@@ -710,6 +711,91 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
   return nblk;
 }
 
+// bf16 in pair order (variant MLAPS_SM90_PAIR_ORDER, off by default; measured 2-6% slower in
+// session 28 with the producer's refills, revived to time it without data movement and as the
+// base of FlashMLA's shape: notes.md, session 36): consumer w's part of one item. The item's kv
+// blocks go in pairs (i, i + 1), i even (item-relative); block i belongs to the item's leader
+// (the consumer of its first block, seq % 2), i + 1 to the follower. For each pair both
+// consumers run the S of their own block at once; each then runs its softmax (the follower's
+// after it took the leader's statistics of i, whose running max it needs), its P V of block i,
+// then of i + 1 (the leader after it took the follower's statistics of i + 1). So no softmax
+// waits behind a P V of the other's block (in RunConsumer the non-owner's P V of n precedes its
+// softmax of n + 1). The producer fills every slot of the item in the leader's order
+// (kLeadOrder): the leader's P V of i, first in the pair, frees its half of that slot first,
+// and its next S starts on that half. Each P V rescales O^T by its block's factors first, so
+// both run in block order on O^T relative to the block before's running max, as in
+// RunConsumer. Returns the item's kv blocks.
+//
+// Handoffs as in RunConsumer (score_stats, kRowM, kPvAlpha, kPvMoved, the P^T in the slot's
+// rope chunk, empty / empty_chunk), each block's statistics taken once by its non-owner. Their
+// reuse: the owner of n publishes n + 2 only after it took the other's n + 1, which the other
+// published after it took n (score_stats, two blocks on; kRowM, rewritten by each softmax after
+// its writer's own TakeStats); the other reads block n's factors (kPvAlpha[n % 4], kPvMoved) up
+// to its P V of n, before it publishes n + 3, which the owner takes before its softmax of n + 4
+// rewrites them.
+__device__ inline int RunPairConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* smem,
+                                      uint32_t seq, uint32_t item, int w) {
+  const F16PvPlace at = PlaceOf(smem);
+  const int nblk = BlocksOf(it);
+  const float scale_log2 = p.sm_scale * p.q_scale * p.kv_scale * kLog2e;
+  float o[4][32], s[32], m[2], l[2];
+  int32_t vend[2];
+  StartItem(p, it, at, o, m, l, vend);
+  const int lead = static_cast<int>(seq & 1);
+  const int first_own = WarpUniform(w == lead) ? 0 : 1;  // our first block (item-relative)
+  // S of our block i into s, retired on return; our last S of the item releases the Q tile.
+  auto scores = [&](int i) {
+    const uint32_t n = seq + i;
+    MLAPS_SM90_TRACE_AT(kTraceSStart, n);
+    IssueBf16Scores(at.bars, at.base, static_cast<int>(n & 1), lead, n, s);
+    MLAPS_SM90_TRACE_AT(kTraceSIssued, n);
+    WgmmaWait<0>();
+    PinAccumulators(s);
+    MLAPS_SM90_TRACE_AT(kTraceSRetired, n);
+    if (i + 2 >= nblk) MbarArrive(at.bars.QEmpty());
+  };
+  // Our P V of block i: O^T rescaled by its factors, then O^T += V^T P^T over our half.
+  auto pv = [&](int i) {
+    const uint32_t n = seq + i;
+    const int slot = static_cast<int>(n & 1);
+    const uint32_t kv = at.base + L::kKv + slot * L::kTile;
+    MLAPS_SM90_TRACE_AT(kTracePv, n);
+    uint32_t vt_first[4][4];
+    LoadBf16VtTile(kv, w, 0, at.wtid, vt_first);  // beside the rescale's flag loads
+    RescaleO(at, o, n);
+    Bf16PvT(at.bars, kv, slot, w, at.wtid, o, vt_first);
+    MbarArrive(at.bars.Empty(slot, w));
+    MLAPS_SM90_TRACE_AT(kTracePvEnd, n);
+  };
+  MbarWait(at.bars.QFull(), item & 1);
+  if (first_own >= nblk) MbarArrive(at.bars.QEmpty());
+    // One pass over the blocks in P V order, one call site of each step (two P V sites spill:
+    // notes.md, session 26); the S and softmax of our block of a pair at the pair's first block
+    // (so that S's accumulators are not live across a P V); block k's statistics when it is the
+    // other's, then our P V of k.
+#pragma unroll 1
+  for (int k = 0; k < nblk; ++k) {
+    const int own = (k & ~1) + first_own;  // our block of k's pair
+    const bool own_step = WarpUniform((k & 1) == 0 && own < nblk);
+    if (own_step) scores(own);
+    if (WarpUniform((k & 1) != first_own)) {
+      const uint32_t n = seq + k;
+      TakeStats(at, n, static_cast<int>(n & 1), (n >> 1) & 1, w, m, l);
+    }
+    if (own_step) {
+      const uint32_t n = seq + own;
+      MLAPS_SM90_TRACE_AT(kTraceSoftmax, n);
+      Softmax<false>(at, s, m, l, vend, own, n, scale_log2,
+                     at.base + L::kKv + (n & 1) * L::kTile + 8 * L::kChunk, [] {});
+      MLAPS_SM90_TRACE_AT(kTraceSoftmaxEnd, n);
+      NamedBarrierSync(2 + w, kSm90WgThreads);  // all of P and the factors written
+    }
+    pv(k);
+  }
+  FinishItem<false>(p, it, at, o, m, l, item, w);
+  return nblk;
+}
+
 #endif  // __CUDA_ARCH__ || MLAPS_HOST_EMULATION
 
 // The 64-row sm90 decode kernel with f16 P V from registers (bf16, or fp8 e4m3fn widened to f16
@@ -737,11 +823,20 @@ __global__ void __launch_bounds__(kF16PvThreads, 1)
 #else
   constexpr bool kEvictFirstInStep = false;
 #endif
+#if defined(MLAPS_SM90_PAIR_ORDER)
+  constexpr bool kPairOrder = !kFp8;  // variant: bf16 kv blocks in pairs (RunPairConsumer)
+#else
+  constexpr bool kPairOrder = false;
+#endif
   RunSm90Block<kFp8, /*kWiden=*/false, SmemSm90::kRows, /*kTma=*/true, /*kOneConsumerCode=*/true,
                /*kEvictFirst=*/false, kConsumerRegs, /*kL2Fill=*/!kFp8, /*kChunkFree=*/!kFp8,
-               kEvictFirstInStep>(
+               kEvictFirstInStep, /*kLeadOrder=*/kPairOrder>(
       p, &kv_map, [&](int w, const Item& it, uint8_t* smem, uint32_t seq, uint32_t item) {
-        return RunConsumer<kFp8>(p, it, smem, seq, item, w);
+        if constexpr (kPairOrder) {
+          return RunPairConsumer(p, it, smem, seq, item, w);
+        } else {
+          return RunConsumer<kFp8>(p, it, smem, seq, item, w);
+        }
       });
 #endif
 }

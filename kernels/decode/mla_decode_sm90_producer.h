@@ -25,7 +25,9 @@
 //                each item completes one phase of each (q_landed too), with or without kv
 //                blocks.
 // The producer fills slot 0 in chunk order 0-3, 4-7, 8 and slot 1 in 4-7, 0-3, 8, the order in
-// which the two consumers free them (ChunkAt).
+// which the two consumers free them (ChunkAt); with kLeadOrder (the pair order variant, whose
+// consumers take kv blocks in pairs and free the leader's half of both slots first) every slot
+// of an item in the order of its leader, the consumer of its first block (ChunkAt(seq % 2, .)).
 #ifndef MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_PRODUCER_H_
 #define MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_PRODUCER_H_
 
@@ -206,16 +208,16 @@ __device__ __forceinline__ uint32_t RowUnitAt(int row, int unit, int raw_at) {
                 : ChunkMap<kFp8>::kStaging + row * 64 + unit * 16;
 }
 
-// Copy thread `ctid`'s cp.async of the chunks at positions [pos0, pos1) (ChunkAt(slot, .)) of a
+// Copy thread `ctid`'s cp.async of the chunks at positions [pos0, pos1) (ChunkAt(order, .)) of a
 // tile at `tile` from `src` rows of `rows`: bf16 units to their swizzled place, e4m3 units to
 // the chunk's staging half (kRaw: 64-byte swizzled rows at `raw_at` in the chunk, RawUnit); the
 // tile's first kRows rows only. Row by row, so one source address is live at a time.
 template <bool kFp8, int kRows = 64, bool kRaw = false>
 __device__ __forceinline__ void CopyChunks(const uint8_t* rows, const RowSources<kFp8>& src,
-                                           int slot, int pos0, int pos1, int ctid, uint8_t* tile,
+                                           int order, int pos0, int pos1, int ctid, uint8_t* tile,
                                            int raw_at = ChunkMap<kFp8>::kStaging) {
 #if defined(MLAPS_SM90_PROBE_SKIP_COPY)
-  if (slot >= 0) return;  // (every call: Q too)
+  if (order >= 0) return;  // (every call: Q too)
 #endif
   using M = ChunkMap<kFp8>;
   static_assert(kRows % M::kRowStep == 0 && kRows <= 64, "whole row steps of the tile");
@@ -229,7 +231,7 @@ __device__ __forceinline__ void CopyChunks(const uint8_t* rows, const RowSources
     uint8_t* to = tile + RowUnitAt<kFp8, kRaw>(row, unit, raw_at);
 #pragma unroll
     for (int pos = pos0; pos < pos1; ++pos) {
-      const int c = ChunkAt(slot, pos);
+      const int c = ChunkAt(order, pos);
       CpAsync16(to + c * SmemSm90::kChunk, valid ? from + c * 64 * M::kElem : rows, valid);
     }
   }
@@ -350,9 +352,10 @@ __device__ __forceinline__ int32_t TmaRowOf(const MlaDecodeParams& p, const Item
 // (CopyBlockRows). kL2Fill: the L2 fill ahead of the cp.async blocks (PrefetchKvBlock). kChunkFree
 // (a two-slot ring whose consumers free each V chunk once they read it, the bf16 f16pv kernel):
 // chunks 0-7 are refilled as empty_chunk[slot][c] says, chunk 8 once both halves were freed.
+// kLeadOrder: the chunks of every slot in the item's leader's order (the file comment).
 template <bool kFp8, int kQRows, bool kTma, bool kEvictFirst, bool kRaw = false,
           bool kL2Fill = true, bool kChunkFree = false, bool kPageIdAhead = false,
-          bool kEvictFirstInStep = false>
+          bool kEvictFirstInStep = false, bool kLeadOrder = false>
 __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
                              uint32_t seq, uint32_t item, int nblk, const TmaMap* kv_map) {
   using L = SmemSm90;
@@ -388,9 +391,13 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
   // kPageIdAhead: the page id of block t + 1 is read at the start of block t, so that its global
   // load's latency passes during block t's waits instead of after its last chunk.
   int32_t next_tma_row = kTma && kPageIdAhead ? TmaRowOf(p, it, 0) : -1;
+  static_assert(!kLeadOrder || (Ring::kSlots == 2 && kChunkFree),
+                "the leader's order: a two-slot ring with chunk frees");
   for (int t = 0; t < nblk; ++t) {
     const uint32_t n = seq + t;
     const int slot = Ring::SlotOf(n);
+    // ChunkAt's key for this block: the slot, or the item's leader (seq % 2, from the slot).
+    const int order = kLeadOrder ? slot ^ (t & 1) : slot;
     MLAPS_SM90_TRACE_AT(kTraceBlockTop, n);
     int32_t tma_row = -1;
     if constexpr (kTma && kPageIdAhead) {
@@ -417,7 +424,7 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
     auto wait_free = [&](int pos) {
       if constexpr (kChunkFree) {
         static_assert(!kRaw && Ring::kSlots == 2, "chunk frees: the two-slot ring");
-        const int c = ChunkAt(slot, pos);
+        const int c = ChunkAt(order, pos);
         if (n >= Ring::kSlots && c < 8) {
           MLAPS_SM90_TIMED(9, MbarWait(bars.EmptyChunk(slot, c), Ring::ParityOf(n) ^ 1));
         } else if (n >= Ring::kSlots) {
@@ -442,7 +449,7 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
       CopyBlockRows<kFp8, kRaw>(kv_rows, src, ctid, tile, rows_at);
 #pragma unroll
       for (int pos = 0; pos < L::kChunks; ++pos) {
-        CpAsyncArrive(bars.Landed(slot, ChunkAt(slot, pos)));
+        CpAsyncArrive(bars.Landed(slot, ChunkAt(order, pos)));
       }
       continue;
     }
@@ -453,8 +460,8 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
 #pragma unroll
       for (int pos = 0; pos < L::kChunks; ++pos) {
         wait_free(pos);
-        CopyChunks<kFp8, 64, kRaw>(kv_rows, src, slot, pos, pos + 1, ctid, tile, rows_at);
-        CpAsyncArrive(bars.Landed(slot, ChunkAt(slot, pos)));
+        CopyChunks<kFp8, 64, kRaw>(kv_rows, src, order, pos, pos + 1, ctid, tile, rows_at);
+        CpAsyncArrive(bars.Landed(slot, ChunkAt(order, pos)));
       }
       continue;
     }
@@ -465,7 +472,7 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
       if (pos == 0) MLAPS_SM90_TRACE_AT(kTraceTma0, n);
       if (pos == 4) MLAPS_SM90_TRACE_AT(kTraceTma4, n);
       if (pos == 8) MLAPS_SM90_TRACE_AT(kTraceTma8, n);
-      const int c = ChunkAt(slot, pos);
+      const int c = ChunkAt(order, pos);
       if (ctid == 0) {
 #if defined(MLAPS_SM90_PROBE_SKIP_COPY)
         MbarArrive(bars.Landed(slot, c));  // probe variants only: no kv data moves
@@ -488,8 +495,9 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
 }
 
 // The converter threads' part of one item: each landed chunk to f16 (kWiden; else left as it
-// landed; Q's first kQRows rows), then published (full), in the copy threads' order.
-template <bool kFp8, bool kWiden, int kQRows>
+// landed; Q's first kQRows rows), then published (full), in the copy threads' order
+// (kLeadOrder: CopyItemSm90).
+template <bool kFp8, bool kWiden, int kQRows, bool kLeadOrder = false>
 __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu, uint32_t seq,
                                 uint32_t item, int nblk) {
   using L = SmemSm90;
@@ -517,9 +525,10 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
   for (int t = 0; t < nblk; ++t) {
     const uint32_t n = seq + t;
     const int slot = Ring::SlotOf(n);
+    const int order = kLeadOrder ? slot ^ (t & 1) : slot;  // seq % 2 (the item's leader)
 #pragma unroll 1
     for (int pos = 0; pos < L::kChunks; ++pos) {
-      const int c = ChunkAt(slot, pos);
+      const int c = ChunkAt(order, pos);
       MLAPS_SM90_TIMED(11, MbarWait(bars.Landed(slot, c), Ring::ParityOf(n)));
       if (pos % 4 == 0) {
         MLAPS_SM90_TRACE_ROLE_AT(vtid == 0, kSm90TraceConverterRole,
@@ -544,7 +553,7 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
 
 // The producer's part of one item (copy or convert, by thread). Returns the item's kv blocks.
 template <bool kFp8, bool kWiden, int kQRows, bool kTma, bool kEvictFirst, bool kL2Fill,
-          bool kChunkFree, bool kEvictFirstInStep = false>
+          bool kChunkFree, bool kEvictFirstInStep = false, bool kLeadOrder = false>
 __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
                                uint32_t seq, uint32_t item, const TmaMap* kv_map) {
   const int nblk = BlocksOf(it);
@@ -552,10 +561,10 @@ __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
     // The page id a block ahead where it was measured faster: the bf16 f16pv kernel (kChunkFree,
     // 1-2%); the narrow bf16 kernel ran 1.5% slower with it, fp8 f16pv (128,2) 1% (notes.md).
     CopyItemSm90<kFp8, kQRows, kTma, kEvictFirst, kFp8 && !kWiden, kL2Fill, kChunkFree,
-                 /*kPageIdAhead=*/kChunkFree, kEvictFirstInStep>(p, it, smem, cu, seq, item, nblk,
-                                                                 kv_map);
+                 /*kPageIdAhead=*/kChunkFree, kEvictFirstInStep, kLeadOrder>(p, it, smem, cu, seq,
+                                                                             item, nblk, kv_map);
   } else {
-    ConvertItemSm90<kFp8, kWiden, kQRows>(p, smem, cu, seq, item, nblk);
+    ConvertItemSm90<kFp8, kWiden, kQRows, kLeadOrder>(p, smem, cu, seq, item, nblk);
   }
   return nblk;
 }
@@ -569,10 +578,12 @@ __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
 // for the instruction caches); kEvictFirst: the TMA loads' L2 hint, kL2Fill: the L2 fill of
 // cp.async blocks (CopyItemSm90); kConsumerRegs: the consumers' setmaxnreg count; kChunkFree:
 // the consumers free each V chunk of a two-slot ring on its own (CopyItemSm90);
-// kEvictFirstInStep: the evict-first hint on the items whose request's kv lanes read in step.
+// kEvictFirstInStep: the evict-first hint on the items whose request's kv lanes read in step;
+// kLeadOrder: every slot of an item produced in its leader's chunk order (CopyItemSm90).
 template <bool kFp8, bool kWiden, int kMaxRows, bool kTma, bool kOneConsumerCode = false,
           bool kEvictFirst = false, int kConsumerRegs = kSm90ConsumerRegs, bool kL2Fill = true,
-          bool kChunkFree = false, bool kEvictFirstInStep = false, class RunConsumer>
+          bool kChunkFree = false, bool kEvictFirstInStep = false, bool kLeadOrder = false,
+          class RunConsumer>
 __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const TmaMap* kv_map,
                                              RunConsumer&& run_consumer) {
   constexpr int kProducerRegs = Sm90ProducerRegs(kConsumerRegs);
@@ -617,7 +628,7 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
     MLAPS_SM90_MARK(8, 0);
     WalkItems</*kRecord=*/false>(p, kMaxRows, [&](const Item& it, int cu) {
       seq += RunProducerSm90<kFp8, kWiden, kMaxRows, kTma, kEvictFirst, kL2Fill, kChunkFree,
-                             kEvictFirstInStep>(p, it, smem, cu, seq, item, kv_map);
+                             kEvictFirstInStep, kLeadOrder>(p, it, smem, cu, seq, item, kv_map);
       ++item;
     });
     MLAPS_SM90_MARK(9, item);

@@ -218,6 +218,26 @@ __device__ __forceinline__ void LoadBf16VtTile(uint32_t kv, int w, int m, int wt
   }
 }
 
+// Variant pair_refill: warp 0 of the consumer that freed chunk c (< 8) of the slot at `kv`
+// (its EmptyChunk phase of block n) loads chunk c of block n + 2 from kv cache row `row`
+// (TmaRowOf >= 0, the same item), its lane 0 arriving on landed in place of the copy threads'
+// thread 0 (which skips the chunk: kSm90PairRefill). Called after the P V of block n (as
+// FlashMLA issues a half's load after the wgmma wait that frees it): issued per dims tile inside
+// Bf16PvT instead, ptxas spilled 1044 bytes (loads) where the pair order spills 184.
+__device__ __forceinline__ void RefillChunk(const Sm90Bars& bars, const TmaMap* kv_map, uint32_t kv,
+                                            int slot, int c, uint32_t n, int32_t row, int wtid) {
+  if (wtid >= warpSize) return;
+  MbarWait(bars.EmptyChunk(slot, c), (n >> 1) & 1);  // every warp has the chunk in registers
+  if (wtid != 0) return;
+#if defined(MLAPS_SM90_PROBE_SKIP_COPY)
+  MbarArrive(bars.Landed(slot, c));  // probe variants only: no kv data moves
+#else
+  static_assert(L::kChunk == 64 * 64 * 2, "a chunk: 64 rows of 64 bf16, all of the TMA box");
+  MbarArriveExpectTx(bars.Landed(slot, c), L::kChunk);
+  TmaLoad2D(kv + c * L::kChunk, kv_map, 64 * c, row, bars.Landed(slot, c));
+#endif
+}
+
 // bf16: O^T[dims 256 w ..] += V^T P^T for the block in the slot at `kv`. Tile m (dims chunk
 // 4 w + m) takes the four A fragments of LoadBf16VtTile, scaled by 2^-8 and widened from bf16 to
 // f16 (one mul.bf16x2 more a register: the range); P^T is the rope chunk, K-major. The tiles
@@ -734,7 +754,7 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
 // to its P V of n, before it publishes n + 3, which the owner takes before its softmax of n + 4
 // rewrites them.
 __device__ inline int RunPairConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* smem,
-                                      uint32_t seq, uint32_t item, int w) {
+                                      uint32_t seq, uint32_t item, int w, const TmaMap* kv_map) {
   const F16PvPlace at = PlaceOf(smem);
   const int nblk = BlocksOf(it);
   const float scale_log2 = p.sm_scale * p.q_scale * p.kv_scale * kLog2e;
@@ -754,16 +774,25 @@ __device__ inline int RunPairConsumer(const MlaDecodeParams& p, const Item& it, 
     MLAPS_SM90_TRACE_AT(kTraceSRetired, n);
     if (i + 2 >= nblk) MbarArrive(at.bars.QEmpty());
   };
-  // Our P V of block i: O^T rescaled by its factors, then O^T += V^T P^T over our half.
+  // Our P V of block i: O^T rescaled by its factors, then O^T += V^T P^T over our half
+  // (kSm90PairRefill: then our half of block i + 2 loaded into the chunks it freed; the fence
+  // after that divergent path keeps ptxas from serializing every wgmma, C7520).
   auto pv = [&](int i) {
     const uint32_t n = seq + i;
     const int slot = static_cast<int>(n & 1);
     const uint32_t kv = at.base + L::kKv + slot * L::kTile;
     MLAPS_SM90_TRACE_AT(kTracePv, n);
+    const int32_t refill_row = kSm90PairRefill && i + 2 < nblk ? TmaRowOf(p, it, i + 2) : -1;
     uint32_t vt_first[4][4];
     LoadBf16VtTile(kv, w, 0, at.wtid, vt_first);  // beside the rescale's flag loads
     RescaleO(at, o, n);
     Bf16PvT(at.bars, kv, slot, w, at.wtid, o, vt_first);
+    if (kSm90PairRefill && WarpUniform(refill_row >= 0)) {
+#pragma unroll
+      for (int m = 0; m < 4; ++m)
+        RefillChunk(at.bars, kv_map, kv, slot, 4 * w + m, n, refill_row, at.wtid);
+      WgmmaFence();
+    }
     MbarArrive(at.bars.Empty(slot, w));
     MLAPS_SM90_TRACE_AT(kTracePvEnd, n);
   };
@@ -828,12 +857,13 @@ __global__ void __launch_bounds__(kF16PvThreads, 1)
 #else
   constexpr bool kPairOrder = false;
 #endif
+  static_assert(!kSm90PairRefill || kPairOrder || kFp8, "pair_refill needs pair_order");
   RunSm90Block<kFp8, /*kWiden=*/false, SmemSm90::kRows, /*kTma=*/true, /*kOneConsumerCode=*/true,
                /*kEvictFirst=*/false, kConsumerRegs, /*kL2Fill=*/!kFp8, /*kChunkFree=*/!kFp8,
                kEvictFirstInStep, /*kLeadOrder=*/kPairOrder>(
       p, &kv_map, [&](int w, const Item& it, uint8_t* smem, uint32_t seq, uint32_t item) {
         if constexpr (kPairOrder) {
-          return RunPairConsumer(p, it, smem, seq, item, w);
+          return RunPairConsumer(p, it, smem, seq, item, w, &kv_map);
         } else {
           return RunConsumer<kFp8>(p, it, smem, seq, item, w);
         }

@@ -100,6 +100,17 @@ struct KvRing {
   }
 };
 
+// Variant pair_refill (MLAPS_SM90_PAIR_REFILL, with pair_order; off by default, notes.md, session
+// 36): in the leader's order (kLeadOrder) the consumers issue the TMA of chunks 0-7 of a block
+// whose slot held a block of the same item (its half, each consumer as it frees it: RefillChunk,
+// mla_decode_sm90_f16pv.h); the copy threads' thread 0 skips those chunks' TMA and its arrival
+// (the consumer's arrive.expect_tx stands in for it) and still issues chunk 8.
+#if defined(MLAPS_SM90_PAIR_REFILL)
+constexpr bool kSm90PairRefill = true;
+#else
+constexpr bool kSm90PairRefill = false;
+#endif
+
 // Where a raw e4m3 Q tile (kRaw: not widened) starts in each chunk of the Q region; kv blocks
 // stay at the staging half.
 constexpr int kRawQAt = 0;
@@ -473,6 +484,8 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
       if (pos == 4) MLAPS_SM90_TRACE_AT(kTraceTma4, n);
       if (pos == 8) MLAPS_SM90_TRACE_AT(kTraceTma8, n);
       const int c = ChunkAt(order, pos);
+      // kSm90PairRefill: the consumers load this chunk (after waiting for its free, as here).
+      if (kLeadOrder && kSm90PairRefill && ctid == 0 && t >= Ring::kSlots && c < 8) continue;
       if (ctid == 0) {
 #if defined(MLAPS_SM90_PROBE_SKIP_COPY)
         MbarArrive(bars.Landed(slot, c));  // probe variants only: no kv data moves

@@ -53,7 +53,9 @@
 //   q_empty             both consumers, once their last S of the item retired;
 //   row_l_full[i % 2]   both consumers' row sums of item i (the epilogue);
 //   empty_chunk[s][c]   bf16: consumer c / 4 has V chunk c of slot s in registers (the producer
-//                       refills chunks 0-7 on these, chunk 8, P^T, once both halves are free).
+//                       refills chunks 0-7 on these, chunk 8, P^T, once both halves are free;
+//                       in the pair_refill variant the consumer refills its TMA-shaped chunks
+//                       0-7 itself after its P V, RefillChunk).
 #ifndef MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_F16PV_H_
 #define MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_F16PV_H_
 
@@ -223,7 +225,7 @@ __device__ __forceinline__ void LoadBf16VtTile(uint32_t kv, int w, int m, int wt
 // (TmaRowOf >= 0, the same item), its lane 0 arriving on landed in place of the copy threads'
 // thread 0 (which skips the chunk: kSm90PairRefill). Called after the P V of block n (as
 // FlashMLA issues a half's load after the wgmma wait that frees it): issued per dims tile inside
-// Bf16PvT instead, ptxas spilled 1044 bytes (loads) where the pair order spills 184.
+// Bf16PvT instead, ptxas spilled 316 / 1044 bytes (stores / loads), after it 268 / 220.
 __device__ __forceinline__ void RefillChunk(const Sm90Bars& bars, const TmaMap* kv_map, uint32_t kv,
                                             int slot, int c, uint32_t n, int32_t row, int wtid) {
   if (wtid >= warpSize) return;
@@ -247,7 +249,8 @@ __device__ __forceinline__ void RefillChunk(const Sm90Bars& bars, const TmaMap* 
 // `raw`, by the caller, beside the rescale's loads). A V chunk is freed
 // (empty_chunk[slot][4 w + m]) once its fragments are in registers, so the producer refills it
 // during the rest of the P V rather than after it: the S of the owner's next block in this slot
-// follows at once (notes.md, session 23). Every tile has retired when it returns.
+// follows at once (notes.md, session 23; the pair_refill variant's consumer refills after it
+// returns). Every tile has retired when it returns.
 __device__ __forceinline__ void Bf16PvT(const Sm90Bars& bars, uint32_t kv, int slot, int w,
                                         int wtid, float (&o)[4][32], uint32_t (&raw)[4][4]) {
   const uint64_t p0 = MatrixDesc(kv + 8 * L::kChunk, 16, 1024, kSwizzle128B);
@@ -858,6 +861,9 @@ __global__ void __launch_bounds__(kF16PvThreads, 1)
   constexpr bool kPairOrder = false;
 #endif
   static_assert(!kSm90PairRefill || kPairOrder || kFp8, "pair_refill needs pair_order");
+  // RefillChunk's loads carry no L2 hint: built with an evict-first variant, most of a block's
+  // loads would silently go without it.
+  static_assert(!kSm90PairRefill || !kEvictFirstInStep, "pair_refill: no evict-first variant");
   RunSm90Block<kFp8, /*kWiden=*/false, SmemSm90::kRows, /*kTma=*/true, /*kOneConsumerCode=*/true,
                /*kEvictFirst=*/false, kConsumerRegs, /*kL2Fill=*/!kFp8, /*kChunkFree=*/!kFp8,
                kEvictFirstInStep, /*kLeadOrder=*/kPairOrder>(

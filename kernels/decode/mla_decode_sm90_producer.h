@@ -101,10 +101,11 @@ struct KvRing {
 };
 
 // Variant pair_refill (MLAPS_SM90_PAIR_REFILL, with pair_order; off by default, notes.md, session
-// 36): in the leader's order (kLeadOrder) the consumers issue the TMA of chunks 0-7 of a block
-// whose slot held a block of the same item (its half, each consumer as it frees it: RefillChunk,
-// mla_decode_sm90_f16pv.h); the copy threads' thread 0 skips those chunks' TMA and its arrival
-// (the consumer's arrive.expect_tx stands in for it) and still issues chunk 8.
+// 36): in the leader's order (kLeadOrder) the consumers issue the TMA of chunks 0-7 of a
+// TMA-loaded block (TmaRowOf >= 0) whose slot held a block of the same item (its half, each
+// consumer after the P V that freed it: RefillChunk, mla_decode_sm90_f16pv.h); the copy threads'
+// thread 0 skips those chunks' TMA and its arrival (the consumer's arrive.expect_tx stands in for
+// it) and still issues chunk 8. Blocks that cp.async copies are the copy threads' as before.
 #if defined(MLAPS_SM90_PAIR_REFILL)
 constexpr bool kSm90PairRefill = true;
 #else

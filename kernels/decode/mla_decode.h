@@ -159,30 +159,6 @@ constexpr int MlaPlanCu(int block, int num_cu, int cu_lanes) {
   return cu_lanes > 1 ? (block % cu_lanes) * (num_cu / cu_lanes) + block / cu_lanes : block;
 }
 
-// The kv lane of plan CU `cu` (lane l holds plan CUs [l num_cu / L, (l + 1) num_cu / L)): the
-// block % L of the block MlaPlanCu gives it; 0 when L is 1. Host and device (constexpr).
-constexpr int MlaLaneOfPlanCu(int cu, int num_cu, int cu_lanes) {
-  return cu_lanes > 1 ? cu / (num_cu / cu_lanes) : 0;
-}
-
-// Whether a request's kv lanes read its kv blocks in step: its tiles (head_fold x its q tokens
-// in tiles of tokens_per_tile: two or more) are the cu_lanes lanes, one tile a lane, side by
-// side, and all have rows_per_tile rows (heads_per_group x tokens_per_tile, qlen a multiple of
-// tokens_per_tile). Such lanes take equal time a kv block, so a lane's second read of a block
-// follows the first within an L2 lifetime even with the first marked evict-first (measured on
-// 64-row pairs: (64,2), (128,1); notes.md, session 34). Not in step: tiles of unequal rows,
-// which drift apart ((32,3): 64 + 32 rows); a lone tile (no second read); more tiles than lanes
-// ((128,4) on 132 CUs: 8 tiles in 4 lanes, each lane reading the kv twice, one after the
-// other). cu_lanes must be the plan's kv_lanes for the answer to hold (a caller passing more
-// lanes than the plan has makes it wrong, which costs speed only: the hint it selects changes
-// no result). Host and device (constexpr).
-constexpr bool MlaKvLanesInStep(int cu_lanes, int head_fold, int heads_per_group,
-                                int tokens_per_tile, int rows_per_tile, int qlen) {
-  return cu_lanes > 1 && tokens_per_tile > 0 &&
-         heads_per_group * tokens_per_tile == rows_per_tile && qlen > 0 &&
-         qlen % tokens_per_tile == 0 && head_fold * (qlen / tokens_per_tile) == cu_lanes;
-}
-
 // Everything the decode kernel reads and writes. Device pointers unless noted; all ranges
 // are half-open [begin, end); sizes are element counts.
 struct MlaDecodeParams {
@@ -221,8 +197,7 @@ struct MlaDecodeParams {
   // neighbouring blocks, which the hardware places close in practice: the second read of a kv
   // block then hits the L2 (bf16 (32,3) on the H100: 1.82 -> 1.55 GB from DRAM, 7% faster, as
   // measured by renumbering the plan's CUs the same way; notes.md, sessions 32-33). Placement
-  // and speed only: O, LSE and the trace (plan CUs) do not depend on it (the evict_in_step
-  // variants also pick their L2 hint by it: MlaKvLanesInStep). Must divide num_cu. Staging sets
+  // only: O, LSE and the trace (plan CUs) do not depend on it. Must divide num_cu. Staging sets
   // it (DecodeParamsFor); the C API takes it from its caller (Python passes UniformKvLanes,
   // metadata/planner.h), and the CP rank runner passes UniformKvLanes of its shape.
   int cu_lanes = 1;

@@ -105,12 +105,10 @@ __device__ __forceinline__ uint32_t SwizzledOffset(int row, int unit, int chunk)
   return (unit >> 3) * chunk + row * 128 + (((unit & 7) ^ (row & 7)) << 4);
 }
 
-// The chunk produced (and read by S) at position p under order key `order`: the slot (even
-// slots in order, odd ones with the halves swapped: its block's owner frees 4-7 first) or, in
-// the pair order variant (MLAPS_SM90_PAIR_ORDER), the item's leader (the consumer whose half of
-// every slot is freed first); chunk 8 last in both.
-__device__ __forceinline__ int ChunkAt(int order, int p) {
-  return (order & 1) == 0 || p == 8 ? p : p < 4 ? p + 4 : p - 4;
+// The chunk that slot s produces (and S reads) at position p: even slots in order, odd ones
+// with the halves swapped (its block's owner frees 4-7 first), chunk 8 last in both.
+__device__ __forceinline__ int ChunkAt(int slot, int p) {
+  return (slot & 1) == 0 || p == 8 ? p : p < 4 ? p + 4 : p - 4;
 }
 
 // ---- Barriers and blocks ---------------------------------------------------------------------

@@ -53,9 +53,7 @@
 //   q_empty             both consumers, once their last S of the item retired;
 //   row_l_full[i % 2]   both consumers' row sums of item i (the epilogue);
 //   empty_chunk[s][c]   bf16: consumer c / 4 has V chunk c of slot s in registers (the producer
-//                       refills chunks 0-7 on these, chunk 8, P^T, once both halves are free;
-//                       in the pair_refill variant the consumer refills its TMA-shaped chunks
-//                       0-7 itself after its P V, RefillChunk).
+//                       refills chunks 0-7 on these, chunk 8, P^T, once both halves are free).
 #ifndef MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_F16PV_H_
 #define MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_F16PV_H_
 
@@ -103,11 +101,10 @@ __device__ __forceinline__ uint32_t RawPTile(uint32_t base, uint32_t n) {
 // ---- Tile math -------------------------------------------------------------------------------
 
 // bf16: S = Q K^T for the block in `slot` (sequence number n), issued as one commit group: 9
-// chunks in the production order (ChunkAt(order, .): order is the slot, or in pair order the
-// item's leader), waiting for each, x 4 k16 steps of 32 bytes inside the swizzled 128-byte rows,
-// on the bf16 operands as they landed.
+// chunks in the production order (ChunkAt), waiting for each, x 4 k16 steps of 32 bytes inside
+// the swizzled 128-byte rows, on the bf16 operands as they landed.
 __device__ __forceinline__ void IssueBf16Scores(const Sm90Bars& bars, uint32_t base, int slot,
-                                                int order, uint32_t n, float (&s)[32]) {
+                                                uint32_t n, float (&s)[32]) {
   const uint32_t kv = base + L::kKv + slot * L::kTile;
 #pragma unroll
   for (int e = 0; e < 32; ++e) s[e] = 0.0f;
@@ -121,7 +118,7 @@ __device__ __forceinline__ void IssueBf16Scores(const Sm90Bars& bars, uint32_t b
   WgmmaFence();
 #pragma unroll 1
   for (int pos = 0; pos < L::kChunks; ++pos) {
-    const int c = ChunkAt(order, pos);
+    const int c = ChunkAt(slot, pos);
     if (!landed) MbarWait(bars.Full(slot, c), (n >> 1) & 1);
     const uint64_t a0 = MatrixDesc(base + L::kQ + c * L::kChunk, 16, 1024, kSwizzle128B);
     const uint64_t b0 = MatrixDesc(kv + c * L::kChunk, 16, 1024, kSwizzle128B);
@@ -220,26 +217,6 @@ __device__ __forceinline__ void LoadBf16VtTile(uint32_t kv, int w, int m, int wt
   }
 }
 
-// Variant pair_refill: warp 0 of the consumer that freed chunk c (< 8) of the slot at `kv`
-// (its EmptyChunk phase of block n) loads chunk c of block n + 2 from kv cache row `row`
-// (TmaRowOf >= 0, the same item), its lane 0 arriving on landed in place of the copy threads'
-// thread 0 (which skips the chunk: kSm90PairRefill). Called after the P V of block n (as
-// FlashMLA issues a half's load after the wgmma wait that frees it): issued per dims tile inside
-// Bf16PvT instead, ptxas spilled 316 / 1044 bytes (stores / loads), after it 268 / 220.
-__device__ __forceinline__ void RefillChunk(const Sm90Bars& bars, const TmaMap* kv_map, uint32_t kv,
-                                            int slot, int c, uint32_t n, int32_t row, int wtid) {
-  if (wtid >= warpSize) return;
-  MbarWait(bars.EmptyChunk(slot, c), (n >> 1) & 1);  // every warp has the chunk in registers
-  if (wtid != 0) return;
-#if defined(MLAPS_SM90_PROBE_SKIP_COPY)
-  MbarArrive(bars.Landed(slot, c));  // probe variants only: no kv data moves
-#else
-  static_assert(L::kChunk == 64 * 64 * 2, "a chunk: 64 rows of 64 bf16, all of the TMA box");
-  MbarArriveExpectTx(bars.Landed(slot, c), L::kChunk);
-  TmaLoad2D(kv + c * L::kChunk, kv_map, 64 * c, row, bars.Landed(slot, c));
-#endif
-}
-
 // bf16: O^T[dims 256 w ..] += V^T P^T for the block in the slot at `kv`. Tile m (dims chunk
 // 4 w + m) takes the four A fragments of LoadBf16VtTile, scaled by 2^-8 and widened from bf16 to
 // f16 (one mul.bf16x2 more a register: the range); P^T is the rope chunk, K-major. The tiles
@@ -249,8 +226,7 @@ __device__ __forceinline__ void RefillChunk(const Sm90Bars& bars, const TmaMap* 
 // `raw`, by the caller, beside the rescale's loads). A V chunk is freed
 // (empty_chunk[slot][4 w + m]) once its fragments are in registers, so the producer refills it
 // during the rest of the P V rather than after it: the S of the owner's next block in this slot
-// follows at once (notes.md, session 23; the pair_refill variant's consumer refills after it
-// returns). Every tile has retired when it returns.
+// follows at once (notes.md, session 23). Every tile has retired when it returns.
 __device__ __forceinline__ void Bf16PvT(const Sm90Bars& bars, uint32_t kv, int slot, int w,
                                         int wtid, float (&o)[4][32], uint32_t (&raw)[4][4]) {
   const uint64_t p0 = MatrixDesc(kv + 8 * L::kChunk, 16, 1024, kSwizzle128B);
@@ -642,7 +618,7 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
     if constexpr (kFp8) {
       RawScores(at.bars, at.base, RawRows(at.base, slot), slot, parity_of(n), s);
     } else {
-      IssueBf16Scores(at.bars, at.base, slot, slot, n, s);
+      IssueBf16Scores(at.bars, at.base, slot, n, s);
       MLAPS_SM90_TRACE_AT(kTraceSIssued, n);
       WgmmaWait<0>();
       PinAccumulators(s);
@@ -697,7 +673,7 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
           take_stats();
         } else {
           MLAPS_SM90_TRACE_AT(kTraceSStart, n + 1);
-          IssueBf16Scores(at.bars, at.base, slot_of(n + 1), slot_of(n + 1), n + 1, s);
+          IssueBf16Scores(at.bars, at.base, slot_of(n + 1), n + 1, s);
           MLAPS_SM90_TRACE_AT(kTraceSIssued, n + 1);
           take_stats();
           WgmmaWait<0>();
@@ -734,100 +710,6 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
   return nblk;
 }
 
-// bf16 in pair order (variant MLAPS_SM90_PAIR_ORDER, off by default; measured 2-6% slower in
-// session 28 with the producer's refills, revived to time it without data movement and as the
-// base of FlashMLA's shape: notes.md, session 36): consumer w's part of one item. The item's kv
-// blocks go in pairs (i, i + 1), i even (item-relative); block i belongs to the item's leader
-// (the consumer of its first block, seq % 2), i + 1 to the follower. For each pair both
-// consumers run the S of their own block at once; each then runs its softmax (the follower's
-// after it took the leader's statistics of i, whose running max it needs), its P V of block i,
-// then of i + 1 (the leader after it took the follower's statistics of i + 1). So no softmax
-// waits behind a P V of the other's block (in RunConsumer the non-owner's P V of n precedes its
-// softmax of n + 1). The producer fills every slot of the item in the leader's order
-// (kLeadOrder): the leader's P V of i, first in the pair, frees its half of that slot first,
-// and its next S starts on that half. Each P V rescales O^T by its block's factors first, so
-// both run in block order on O^T relative to the block before's running max, as in
-// RunConsumer. Returns the item's kv blocks.
-//
-// Handoffs as in RunConsumer (score_stats, kRowM, kPvAlpha, kPvMoved, the P^T in the slot's
-// rope chunk, empty / empty_chunk), each block's statistics taken once by its non-owner. Their
-// reuse: the owner of n publishes n + 2 only after it took the other's n + 1, which the other
-// published after it took n (score_stats, two blocks on; kRowM, rewritten by each softmax after
-// its writer's own TakeStats); the other reads block n's factors (kPvAlpha[n % 4], kPvMoved) up
-// to its P V of n, before it publishes n + 3, which the owner takes before its softmax of n + 4
-// rewrites them.
-__device__ inline int RunPairConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* smem,
-                                      uint32_t seq, uint32_t item, int w, const TmaMap* kv_map) {
-  const F16PvPlace at = PlaceOf(smem);
-  const int nblk = BlocksOf(it);
-  const float scale_log2 = p.sm_scale * p.q_scale * p.kv_scale * kLog2e;
-  float o[4][32], s[32], m[2], l[2];
-  int32_t vend[2];
-  StartItem(p, it, at, o, m, l, vend);
-  const int lead = static_cast<int>(seq & 1);
-  const int first_own = WarpUniform(w == lead) ? 0 : 1;  // our first block (item-relative)
-  // S of our block i into s, retired on return; our last S of the item releases the Q tile.
-  auto scores = [&](int i) {
-    const uint32_t n = seq + i;
-    MLAPS_SM90_TRACE_AT(kTraceSStart, n);
-    IssueBf16Scores(at.bars, at.base, static_cast<int>(n & 1), lead, n, s);
-    MLAPS_SM90_TRACE_AT(kTraceSIssued, n);
-    WgmmaWait<0>();
-    PinAccumulators(s);
-    MLAPS_SM90_TRACE_AT(kTraceSRetired, n);
-    if (i + 2 >= nblk) MbarArrive(at.bars.QEmpty());
-  };
-  // Our P V of block i: O^T rescaled by its factors, then O^T += V^T P^T over our half
-  // (kSm90PairRefill: then our half of block i + 2 loaded into the chunks it freed; the fence
-  // after that divergent path keeps ptxas from serializing every wgmma, C7520).
-  auto pv = [&](int i) {
-    const uint32_t n = seq + i;
-    const int slot = static_cast<int>(n & 1);
-    const uint32_t kv = at.base + L::kKv + slot * L::kTile;
-    MLAPS_SM90_TRACE_AT(kTracePv, n);
-    const int32_t refill_row = kSm90PairRefill && i + 2 < nblk ? TmaRowOf(p, it, i + 2) : -1;
-    uint32_t vt_first[4][4];
-    LoadBf16VtTile(kv, w, 0, at.wtid, vt_first);  // beside the rescale's flag loads
-    RescaleO(at, o, n);
-    Bf16PvT(at.bars, kv, slot, w, at.wtid, o, vt_first);
-    if (kSm90PairRefill && WarpUniform(refill_row >= 0)) {
-#pragma unroll
-      for (int m = 0; m < 4; ++m)
-        RefillChunk(at.bars, kv_map, kv, slot, 4 * w + m, n, refill_row, at.wtid);
-      WgmmaFence();
-    }
-    MbarArrive(at.bars.Empty(slot, w));
-    MLAPS_SM90_TRACE_AT(kTracePvEnd, n);
-  };
-  MbarWait(at.bars.QFull(), item & 1);
-  if (first_own >= nblk) MbarArrive(at.bars.QEmpty());
-    // One pass over the blocks in P V order, one call site of each step (two P V sites spill:
-    // notes.md, session 26); the S and softmax of our block of a pair at the pair's first block
-    // (so that S's accumulators are not live across a P V); block k's statistics when it is the
-    // other's, then our P V of k.
-#pragma unroll 1
-  for (int k = 0; k < nblk; ++k) {
-    const int own = (k & ~1) + first_own;  // our block of k's pair
-    const bool own_step = WarpUniform((k & 1) == 0 && own < nblk);
-    if (own_step) scores(own);
-    if (WarpUniform((k & 1) != first_own)) {
-      const uint32_t n = seq + k;
-      TakeStats(at, n, static_cast<int>(n & 1), (n >> 1) & 1, w, m, l);
-    }
-    if (own_step) {
-      const uint32_t n = seq + own;
-      MLAPS_SM90_TRACE_AT(kTraceSoftmax, n);
-      Softmax<false>(at, s, m, l, vend, own, n, scale_log2,
-                     at.base + L::kKv + (n & 1) * L::kTile + 8 * L::kChunk, [] {});
-      MLAPS_SM90_TRACE_AT(kTraceSoftmaxEnd, n);
-      NamedBarrierSync(2 + w, kSm90WgThreads);  // all of P and the factors written
-    }
-    pv(k);
-  }
-  FinishItem<false>(p, it, at, o, m, l, item, w);
-  return nblk;
-}
-
 #endif  // __CUDA_ARCH__ || MLAPS_HOST_EMULATION
 
 // The 64-row sm90 decode kernel with f16 P V from registers (bf16, or fp8 e4m3fn widened to f16
@@ -844,35 +726,15 @@ __global__ void __launch_bounds__(kF16PvThreads, 1)
   // Its gathered (non-TMA) blocks go without the L2 fill ahead of their copies: the ring runs
   // three blocks ahead, and the fill's loads cost the 24-register producer more (sparse fp8
   // 322 -> 308-310 us, notes.md). bf16 consumers free each V chunk once it is in registers
-  // (kChunkFree, Bf16PvT). By default its TMA loads carry no L2 hint: evict-first cost the kv lanes
-  // of a request that drift apart their L2 reuse ((32,3) 8-10% slower) and a lone tile's stream
+  // (kChunkFree, Bf16PvT). Its TMA loads carry no L2 hint: evict-first cost the kv lanes of a
+  // request that drift apart their L2 reuse ((32,3) 8-10% slower) and a lone tile's stream
   // ((16,4) 4%), for 1.5-2.5% at the pairs that stay in step ((64,2), (128,1)); notes.md,
   // session 34.
   constexpr int kConsumerRegs = kFp8 ? 240 : kSm90ConsumerRegs;
-#if defined(MLAPS_SM90_EVICT_IN_STEP) || defined(MLAPS_SM90_EVICT_IN_STEP_TRAILING)
-  // Variants: the hint where a request's lanes read in step (on every lane, or not on lane 0).
-  constexpr bool kEvictFirstInStep = true;
-#else
-  constexpr bool kEvictFirstInStep = false;
-#endif
-#if defined(MLAPS_SM90_PAIR_ORDER)
-  constexpr bool kPairOrder = !kFp8;  // variant: bf16 kv blocks in pairs (RunPairConsumer)
-#else
-  constexpr bool kPairOrder = false;
-#endif
-  static_assert(!kSm90PairRefill || kPairOrder || kFp8, "pair_refill needs pair_order");
-  // RefillChunk's loads carry no L2 hint: built with an evict-first variant, most of a block's
-  // loads would silently go without it.
-  static_assert(!kSm90PairRefill || !kEvictFirstInStep, "pair_refill: no evict-first variant");
   RunSm90Block<kFp8, /*kWiden=*/false, SmemSm90::kRows, /*kTma=*/true, /*kOneConsumerCode=*/true,
-               /*kEvictFirst=*/false, kConsumerRegs, /*kL2Fill=*/!kFp8, /*kChunkFree=*/!kFp8,
-               kEvictFirstInStep, /*kLeadOrder=*/kPairOrder>(
+               /*kEvictFirst=*/false, kConsumerRegs, /*kL2Fill=*/!kFp8, /*kChunkFree=*/!kFp8>(
       p, &kv_map, [&](int w, const Item& it, uint8_t* smem, uint32_t seq, uint32_t item) {
-        if constexpr (kPairOrder) {
-          return RunPairConsumer(p, it, smem, seq, item, w, &kv_map);
-        } else {
-          return RunConsumer<kFp8>(p, it, smem, seq, item, w);
-        }
+        return RunConsumer<kFp8>(p, it, smem, seq, item, w);
       });
 #endif
 }

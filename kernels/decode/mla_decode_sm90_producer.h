@@ -25,9 +25,7 @@
 //                each item completes one phase of each (q_landed too), with or without kv
 //                blocks.
 // The producer fills slot 0 in chunk order 0-3, 4-7, 8 and slot 1 in 4-7, 0-3, 8, the order in
-// which the two consumers free them (ChunkAt); with kLeadOrder (the pair order variant, whose
-// consumers take kv blocks in pairs and free the leader's half of both slots first) every slot
-// of an item in the order of its leader, the consumer of its first block (ChunkAt(seq % 2, .)).
+// which the two consumers free them (ChunkAt).
 #ifndef MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_PRODUCER_H_
 #define MLAPS_KERNELS_DECODE_MLA_DECODE_SM90_PRODUCER_H_
 
@@ -99,18 +97,6 @@ struct KvRing {
     return kRaw && slot >= 2 ? 0 : ChunkMap<kFp8>::kStaging;
   }
 };
-
-// Variant pair_refill (MLAPS_SM90_PAIR_REFILL, with pair_order; off by default, notes.md, session
-// 36): in the leader's order (kLeadOrder) the consumers issue the TMA of chunks 0-7 of a
-// TMA-loaded block (TmaRowOf >= 0) whose slot held a block of the same item (its half, each
-// consumer after the P V that freed it: RefillChunk, mla_decode_sm90_f16pv.h); the copy threads'
-// thread 0 skips those chunks' TMA and its arrival (the consumer's arrive.expect_tx stands in for
-// it) and still issues chunk 8. Blocks that cp.async copies are the copy threads' as before.
-#if defined(MLAPS_SM90_PAIR_REFILL)
-constexpr bool kSm90PairRefill = true;
-#else
-constexpr bool kSm90PairRefill = false;
-#endif
 
 // Where a raw e4m3 Q tile (kRaw: not widened) starts in each chunk of the Q region; kv blocks
 // stay at the staging half.
@@ -220,16 +206,16 @@ __device__ __forceinline__ uint32_t RowUnitAt(int row, int unit, int raw_at) {
                 : ChunkMap<kFp8>::kStaging + row * 64 + unit * 16;
 }
 
-// Copy thread `ctid`'s cp.async of the chunks at positions [pos0, pos1) (ChunkAt(order, .)) of a
+// Copy thread `ctid`'s cp.async of the chunks at positions [pos0, pos1) (ChunkAt(slot, .)) of a
 // tile at `tile` from `src` rows of `rows`: bf16 units to their swizzled place, e4m3 units to
 // the chunk's staging half (kRaw: 64-byte swizzled rows at `raw_at` in the chunk, RawUnit); the
 // tile's first kRows rows only. Row by row, so one source address is live at a time.
 template <bool kFp8, int kRows = 64, bool kRaw = false>
 __device__ __forceinline__ void CopyChunks(const uint8_t* rows, const RowSources<kFp8>& src,
-                                           int order, int pos0, int pos1, int ctid, uint8_t* tile,
+                                           int slot, int pos0, int pos1, int ctid, uint8_t* tile,
                                            int raw_at = ChunkMap<kFp8>::kStaging) {
 #if defined(MLAPS_SM90_PROBE_SKIP_COPY)
-  if (order >= 0) return;  // (every call: Q too)
+  if (slot >= 0) return;  // (every call: Q too)
 #endif
   using M = ChunkMap<kFp8>;
   static_assert(kRows % M::kRowStep == 0 && kRows <= 64, "whole row steps of the tile");
@@ -243,7 +229,7 @@ __device__ __forceinline__ void CopyChunks(const uint8_t* rows, const RowSources
     uint8_t* to = tile + RowUnitAt<kFp8, kRaw>(row, unit, raw_at);
 #pragma unroll
     for (int pos = pos0; pos < pos1; ++pos) {
-      const int c = ChunkAt(order, pos);
+      const int c = ChunkAt(slot, pos);
       CpAsync16(to + c * SmemSm90::kChunk, valid ? from + c * 64 * M::kElem : rows, valid);
     }
   }
@@ -357,17 +343,14 @@ __device__ __forceinline__ int32_t TmaRowOf(const MlaDecodeParams& p, const Item
 // slot's halves (slot 0 frees chunks 0-3 with consumer 0's P V and 4-7 with consumer 1's; slot 1
 // the other way round, ChunkAt; chunk 8 after both); each chunk's copies land on landed[slot][c],
 // by cp.async, or (kTma) by one TMA load a chunk where the block allows it (TmaRowOf), with an
-// L2 evict-first hint if kEvictFirst (kEvictFirstInStep: on the items whose request's kv lanes
-// read in step, MlaKvLanesInStep; the variants that test it). kRaw (e4m3 not widened): the rows
-// stay e4m3 in 64-byte swizzled rows (RawUnit), Q at each chunk's start, kv blocks in each chunk's
-// staging half, and a block of gathered rows (no TMA) is copied whole once its slot is free
-// (CopyBlockRows). kL2Fill: the L2 fill ahead of the cp.async blocks (PrefetchKvBlock). kChunkFree
-// (a two-slot ring whose consumers free each V chunk once they read it, the bf16 f16pv kernel):
-// chunks 0-7 are refilled as empty_chunk[slot][c] says, chunk 8 once both halves were freed.
-// kLeadOrder: the chunks of every slot in the item's leader's order (the file comment).
+// L2 evict-first hint if kEvictFirst. kRaw (e4m3 not widened): the rows stay e4m3 in 64-byte
+// swizzled rows (RawUnit), Q at each chunk's start, kv blocks in each chunk's staging half, and
+// a block of gathered rows (no TMA) is copied whole once its slot is free (CopyBlockRows).
+// kL2Fill: the L2 fill ahead of the cp.async blocks (PrefetchKvBlock). kChunkFree (a two-slot
+// ring whose consumers free each V chunk once they read it, the bf16 f16pv kernel): chunks 0-7
+// are refilled as empty_chunk[slot][c] says, chunk 8 once both halves were freed.
 template <bool kFp8, int kQRows, bool kTma, bool kEvictFirst, bool kRaw = false,
-          bool kL2Fill = true, bool kChunkFree = false, bool kPageIdAhead = false,
-          bool kEvictFirstInStep = false, bool kLeadOrder = false>
+          bool kL2Fill = true, bool kChunkFree = false, bool kPageIdAhead = false>
 __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
                              uint32_t seq, uint32_t item, int nblk, const TmaMap* kv_map) {
   using L = SmemSm90;
@@ -387,29 +370,12 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
                                  smem + L::kQ, kRaw ? kRawQAt : ChunkMap<kFp8>::kStaging);
   CpAsyncArrive(bars.QLanded());
   using Ring = KvRing<kRaw>;
-  // kEvictFirstInStep: the hint only where the request's kv lanes read in step (their second
-  // read of a line follows the first closely; MlaKvLanesInStep); a variant leaves lane 0
-  // without it.
-#if defined(MLAPS_SM90_EVICT_IN_STEP_TRAILING)
-  constexpr bool kLaneZeroToo = false;
-#else
-  constexpr bool kLaneZeroToo = true;
-#endif
-  const bool evict_first =
-      kEvictFirst || (kEvictFirstInStep &&
-                      MlaKvLanesInStep(p.cu_lanes, p.head_fold, it.hpg, p.tokens_per_tile,
-                                       p.rows_per_tile, it.qlen) &&
-                      (kLaneZeroToo || MlaLaneOfPlanCu(cu, p.num_cu, p.cu_lanes) > 0));
   // kPageIdAhead: the page id of block t + 1 is read at the start of block t, so that its global
   // load's latency passes during block t's waits instead of after its last chunk.
   int32_t next_tma_row = kTma && kPageIdAhead ? TmaRowOf(p, it, 0) : -1;
-  static_assert(!kLeadOrder || (Ring::kSlots == 2 && kChunkFree),
-                "the leader's order: a two-slot ring with chunk frees");
   for (int t = 0; t < nblk; ++t) {
     const uint32_t n = seq + t;
     const int slot = Ring::SlotOf(n);
-    // ChunkAt's key for this block: the slot, or the item's leader (seq % 2, from the slot).
-    const int order = kLeadOrder ? slot ^ (t & 1) : slot;
     MLAPS_SM90_TRACE_AT(kTraceBlockTop, n);
     int32_t tma_row = -1;
     if constexpr (kTma && kPageIdAhead) {
@@ -436,7 +402,7 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
     auto wait_free = [&](int pos) {
       if constexpr (kChunkFree) {
         static_assert(!kRaw && Ring::kSlots == 2, "chunk frees: the two-slot ring");
-        const int c = ChunkAt(order, pos);
+        const int c = ChunkAt(slot, pos);
         if (n >= Ring::kSlots && c < 8) {
           MLAPS_SM90_TIMED(9, MbarWait(bars.EmptyChunk(slot, c), Ring::ParityOf(n) ^ 1));
         } else if (n >= Ring::kSlots) {
@@ -461,7 +427,7 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
       CopyBlockRows<kFp8, kRaw>(kv_rows, src, ctid, tile, rows_at);
 #pragma unroll
       for (int pos = 0; pos < L::kChunks; ++pos) {
-        CpAsyncArrive(bars.Landed(slot, ChunkAt(order, pos)));
+        CpAsyncArrive(bars.Landed(slot, ChunkAt(slot, pos)));
       }
       continue;
     }
@@ -472,8 +438,8 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
 #pragma unroll
       for (int pos = 0; pos < L::kChunks; ++pos) {
         wait_free(pos);
-        CopyChunks<kFp8, 64, kRaw>(kv_rows, src, order, pos, pos + 1, ctid, tile, rows_at);
-        CpAsyncArrive(bars.Landed(slot, ChunkAt(order, pos)));
+        CopyChunks<kFp8, 64, kRaw>(kv_rows, src, slot, pos, pos + 1, ctid, tile, rows_at);
+        CpAsyncArrive(bars.Landed(slot, ChunkAt(slot, pos)));
       }
       continue;
     }
@@ -484,9 +450,7 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
       if (pos == 0) MLAPS_SM90_TRACE_AT(kTraceTma0, n);
       if (pos == 4) MLAPS_SM90_TRACE_AT(kTraceTma4, n);
       if (pos == 8) MLAPS_SM90_TRACE_AT(kTraceTma8, n);
-      const int c = ChunkAt(order, pos);
-      // kSm90PairRefill: the consumers load this chunk (after waiting for its free, as here).
-      if (kLeadOrder && kSm90PairRefill && ctid == 0 && t >= Ring::kSlots && c < 8) continue;
+      const int c = ChunkAt(slot, pos);
       if (ctid == 0) {
 #if defined(MLAPS_SM90_PROBE_SKIP_COPY)
         MbarArrive(bars.Landed(slot, c));  // probe variants only: no kv data moves
@@ -494,12 +458,8 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
 #endif
         constexpr uint32_t kBytes = 64 * 64 * ChunkMap<kFp8>::kElem;
         MbarArriveExpectTx(bars.Landed(slot, c), kBytes);
-        const uint32_t dst = SmemAddr(tile) + c * L::kChunk + rows_at;
-        if (evict_first) {
-          TmaLoad2D<true>(dst, kv_map, 64 * c, tma_row, bars.Landed(slot, c));
-        } else {
-          TmaLoad2D<false>(dst, kv_map, 64 * c, tma_row, bars.Landed(slot, c));
-        }
+        TmaLoad2D<kEvictFirst>(SmemAddr(tile) + c * L::kChunk + rows_at, kv_map, 64 * c, tma_row,
+                               bars.Landed(slot, c));
         if (pos == 8) MLAPS_SM90_TRACE_AT(kTraceTma8Issued, n);
       } else {
         MbarArrive(bars.Landed(slot, c));
@@ -509,9 +469,8 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
 }
 
 // The converter threads' part of one item: each landed chunk to f16 (kWiden; else left as it
-// landed; Q's first kQRows rows), then published (full), in the copy threads' order
-// (kLeadOrder: CopyItemSm90).
-template <bool kFp8, bool kWiden, int kQRows, bool kLeadOrder = false>
+// landed; Q's first kQRows rows), then published (full), in the copy threads' order.
+template <bool kFp8, bool kWiden, int kQRows>
 __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu, uint32_t seq,
                                 uint32_t item, int nblk) {
   using L = SmemSm90;
@@ -539,10 +498,9 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
   for (int t = 0; t < nblk; ++t) {
     const uint32_t n = seq + t;
     const int slot = Ring::SlotOf(n);
-    const int order = kLeadOrder ? slot ^ (t & 1) : slot;  // seq % 2 (the item's leader)
 #pragma unroll 1
     for (int pos = 0; pos < L::kChunks; ++pos) {
-      const int c = ChunkAt(order, pos);
+      const int c = ChunkAt(slot, pos);
       MLAPS_SM90_TIMED(11, MbarWait(bars.Landed(slot, c), Ring::ParityOf(n)));
       if (pos % 4 == 0) {
         MLAPS_SM90_TRACE_ROLE_AT(vtid == 0, kSm90TraceConverterRole,
@@ -567,7 +525,7 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
 
 // The producer's part of one item (copy or convert, by thread). Returns the item's kv blocks.
 template <bool kFp8, bool kWiden, int kQRows, bool kTma, bool kEvictFirst, bool kL2Fill,
-          bool kChunkFree, bool kEvictFirstInStep = false, bool kLeadOrder = false>
+          bool kChunkFree>
 __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
                                uint32_t seq, uint32_t item, const TmaMap* kv_map) {
   const int nblk = BlocksOf(it);
@@ -575,10 +533,9 @@ __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
     // The page id a block ahead where it was measured faster: the bf16 f16pv kernel (kChunkFree,
     // 1-2%); the narrow bf16 kernel ran 1.5% slower with it, fp8 f16pv (128,2) 1% (notes.md).
     CopyItemSm90<kFp8, kQRows, kTma, kEvictFirst, kFp8 && !kWiden, kL2Fill, kChunkFree,
-                 /*kPageIdAhead=*/kChunkFree, kEvictFirstInStep, kLeadOrder>(p, it, smem, cu, seq,
-                                                                             item, nblk, kv_map);
+                 /*kPageIdAhead=*/kChunkFree>(p, it, smem, cu, seq, item, nblk, kv_map);
   } else {
-    ConvertItemSm90<kFp8, kWiden, kQRows, kLeadOrder>(p, smem, cu, seq, item, nblk);
+    ConvertItemSm90<kFp8, kWiden, kQRows>(p, smem, cu, seq, item, nblk);
   }
   return nblk;
 }
@@ -591,13 +548,10 @@ __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
 // `run_consumer(w, ...)` with the warpgroup's index as a warp-uniform int (half the hot code
 // for the instruction caches); kEvictFirst: the TMA loads' L2 hint, kL2Fill: the L2 fill of
 // cp.async blocks (CopyItemSm90); kConsumerRegs: the consumers' setmaxnreg count; kChunkFree:
-// the consumers free each V chunk of a two-slot ring on its own (CopyItemSm90);
-// kEvictFirstInStep: the evict-first hint on the items whose request's kv lanes read in step;
-// kLeadOrder: every slot of an item produced in its leader's chunk order (CopyItemSm90).
+// the consumers free each V chunk of a two-slot ring on its own (CopyItemSm90).
 template <bool kFp8, bool kWiden, int kMaxRows, bool kTma, bool kOneConsumerCode = false,
           bool kEvictFirst = false, int kConsumerRegs = kSm90ConsumerRegs, bool kL2Fill = true,
-          bool kChunkFree = false, bool kEvictFirstInStep = false, bool kLeadOrder = false,
-          class RunConsumer>
+          bool kChunkFree = false, class RunConsumer>
 __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const TmaMap* kv_map,
                                              RunConsumer&& run_consumer) {
   constexpr int kProducerRegs = Sm90ProducerRegs(kConsumerRegs);
@@ -641,8 +595,8 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
 #endif
     MLAPS_SM90_MARK(8, 0);
     WalkItems</*kRecord=*/false>(p, kMaxRows, [&](const Item& it, int cu) {
-      seq += RunProducerSm90<kFp8, kWiden, kMaxRows, kTma, kEvictFirst, kL2Fill, kChunkFree,
-                             kEvictFirstInStep, kLeadOrder>(p, it, smem, cu, seq, item, kv_map);
+      seq += RunProducerSm90<kFp8, kWiden, kMaxRows, kTma, kEvictFirst, kL2Fill, kChunkFree>(
+          p, it, smem, cu, seq, item, kv_map);
       ++item;
     });
     MLAPS_SM90_MARK(9, item);

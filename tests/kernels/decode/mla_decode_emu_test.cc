@@ -139,7 +139,6 @@ TEST(MlaDecodeEmuTest, PlanCuPutsALanesWalkPositionOnNeighbouringBlocks) {
           ASSERT_LT(cu, num_cu);
           ++runs[cu];
           EXPECT_EQ(cu, w + l * per_lane) << num_cu << " CUs, " << lanes << " lanes";
-          EXPECT_EQ(MlaLaneOfPlanCu(cu, num_cu, lanes), lanes > 1 ? l : 0) << cu;
         }
       }
       EXPECT_EQ(runs, std::vector<int>(num_cu, 1)) << num_cu << " CUs, " << lanes << " lanes";
@@ -147,42 +146,6 @@ TEST(MlaDecodeEmuTest, PlanCuPutsALanesWalkPositionOnNeighbouringBlocks) {
     EXPECT_EQ(MlaPlanCu(num_cu - 1, num_cu, 1), num_cu - 1);
   }
   EXPECT_EQ(MlaPlanCu(1, 132, 2), 66);  // a request's second lane right beside its first
-}
-
-TEST(MlaDecodeEmuTest, KvLanesInStepOnlyWhereEveryTileOfARequestHas64Rows) {
-  // The planner's own variant and lanes for each shape (128 requests, 132 CUs): in step where a
-  // request has two or more tiles of 64 rows, one a lane, side by side. (128,4): 8 tiles in 4
-  // lanes (8 does not divide 132).
-  struct Case {
-    int heads, qlen;
-    bool want;
-  };
-  for (const Case& c :
-       {Case{64, 2, true}, Case{128, 1, true}, Case{128, 2, true}, Case{32, 4, true},
-        Case{32, 3, false}, Case{16, 4, false}, Case{16, 1, false}, Case{128, 3, true},
-        Case{48, 3, false}, Case{128, 4, false}}) {
-    const Batch batch = MakeUniformBatch(Arch::kSm90, DType::kBf16, c.heads, 128, c.qlen, 700, 64);
-    const WorkPlan plan = Plan(batch, 132);
-    const std::string shape = "(" + std::to_string(c.heads) + "," + std::to_string(c.qlen) + ")";
-    ASSERT_EQ(plan.rows_per_tile, 64) << shape;
-    EXPECT_EQ(MlaKvLanesInStep(plan.kv_lanes, plan.head_fold, c.heads / plan.head_fold,
-                               plan.tokens_per_tile, plan.rows_per_tile, c.qlen),
-              c.want)
-        << shape << " lanes " << plan.kv_lanes << " fold " << plan.head_fold << " tokens "
-        << plan.tokens_per_tile;
-    // Lanes apart (cu_lanes 1): never.
-    EXPECT_FALSE(MlaKvLanesInStep(1, plan.head_fold, c.heads / plan.head_fold, plan.tokens_per_tile,
-                                  plan.rows_per_tile, c.qlen))
-        << shape;
-  }
-  // A q length that is no multiple of the tile's tokens leaves a short last tile; one tile is
-  // no pair, whatever the lanes; the tiles must be the lanes.
-  EXPECT_TRUE(MlaKvLanesInStep(2, 1, 32, 2, 64, 4));
-  EXPECT_FALSE(MlaKvLanesInStep(2, 1, 32, 2, 64, 2));
-  EXPECT_FALSE(MlaKvLanesInStep(2, 2, 64, 1, 64, 2));  // 4 tiles in 2 lanes
-  EXPECT_TRUE(MlaKvLanesInStep(4, 2, 64, 1, 64, 2));
-  EXPECT_FALSE(MlaKvLanesInStep(2, 1, 32, 2, 64, 5));
-  EXPECT_FALSE(MlaKvLanesInStep(2, 1, 32, 0, 64, 4));
 }
 
 TEST(MlaDecodeEmuTest, KvLanesOnNeighbouringBlocks) {

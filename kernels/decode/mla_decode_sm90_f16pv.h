@@ -98,20 +98,6 @@ __device__ __forceinline__ uint32_t RawPTile(uint32_t base, uint32_t n) {
   return base + L::kQ + L::kChunk / 2 + 1024 * (n & 1);
 }
 
-// Variant read_landed: the bf16 consumers read each kv chunk once it landed (the copy threads
-// publish it: TMA, or cp.async completed and fenced), not after the converters' relay to full.
-#if defined(MLAPS_SM90_READ_LANDED)
-constexpr bool kBf16ReadLanded = true;
-#else
-constexpr bool kBf16ReadLanded = false;
-#endif
-
-// The barrier a consumer waits for before it reads chunk c of kv slot `slot`.
-template <bool kFp8>
-__device__ __forceinline__ uint32_t KvChunkReady(const Sm90Bars& bars, int slot, int c) {
-  return !kFp8 && kBf16ReadLanded ? bars.Landed(slot, c) : bars.Full(slot, c);
-}
-
 // ---- Tile math -------------------------------------------------------------------------------
 
 // bf16: S = Q K^T for the block in `slot` (sequence number n), issued as one commit group: 9
@@ -126,14 +112,14 @@ __device__ __forceinline__ void IssueBf16Scores(const Sm90Bars& bars, uint32_t b
   bool landed = true;  // all nine chunks (as in RawScores): then no wait between the wgmmas
 #pragma unroll
   for (int c = 0; c < L::kChunks; ++c) {
-    landed = MbarTest(KvChunkReady<false>(bars, slot, c), (n >> 1) & 1) && landed;
+    landed = MbarTest(bars.Full(slot, c), (n >> 1) & 1) && landed;
   }
   landed = WarpUniform(landed);
   WgmmaFence();
 #pragma unroll 1
   for (int pos = 0; pos < L::kChunks; ++pos) {
     const int c = ChunkAt(slot, pos);
-    if (!landed) MbarWait(KvChunkReady<false>(bars, slot, c), (n >> 1) & 1);
+    if (!landed) MbarWait(bars.Full(slot, c), (n >> 1) & 1);
     const uint64_t a0 = MatrixDesc(base + L::kQ + c * L::kChunk, 16, 1024, kSwizzle128B);
     const uint64_t b0 = MatrixDesc(kv + c * L::kChunk, 16, 1024, kSwizzle128B);
 #pragma unroll
@@ -448,7 +434,6 @@ __device__ __forceinline__ void RescaleO(const F16PvPlace& at, float (&o)[4][32]
 // running max after it, our row sums rescaled by its factors, and our half of its V (the
 // owner's S read every chunk, so it has landed: tested at once, waited for only if one had not;
 // our own wait orders our reads of it).
-template <bool kFp8>
 __device__ __forceinline__ void TakeStats(const F16PvPlace& at, uint32_t n, int slot,
                                           uint32_t parity, int w, float (&m)[2], float (&l)[2]) {
   MLAPS_SM90_TRACE_AT(kTraceStatsWait, n);
@@ -462,12 +447,10 @@ __device__ __forceinline__ void TakeStats(const F16PvPlace& at, uint32_t n, int 
   }
   bool landed = true;
 #pragma unroll
-  for (int c = 0; c < 4; ++c) {
-    landed = MbarTest(KvChunkReady<kFp8>(at.bars, slot, 4 * w + c), parity) && landed;
-  }
+  for (int c = 0; c < 4; ++c) landed = MbarTest(at.bars.Full(slot, 4 * w + c), parity) && landed;
   if (!WarpUniform(landed)) {
 #pragma unroll
-    for (int c = 0; c < 4; ++c) MbarWait(KvChunkReady<kFp8>(at.bars, slot, 4 * w + c), parity);
+    for (int c = 0; c < 4; ++c) MbarWait(at.bars.Full(slot, 4 * w + c), parity);
   }
 }
 
@@ -679,7 +662,7 @@ __device__ int RunConsumer(const MlaDecodeParams& p, const Item& it, uint8_t* sm
     } else {
       // The other's statistics of n, and our half of V (the owner waited for it; our own wait
       // orders our reads of it).
-      auto take_stats = [&] { TakeStats<kFp8>(at, n, slot, parity_of(n), w, m, l); };
+      auto take_stats = [&] { TakeStats(at, n, slot, parity_of(n), w, m, l); };
       if (next_s) {
         // Our S of block n + 1 runs on the tensor cores during the other's softmax of n (bf16:
         // issued before the wait and retired in the same branch, before O is rescaled: a wgmma
@@ -749,8 +732,7 @@ __global__ void __launch_bounds__(kF16PvThreads, 1)
   // session 34.
   constexpr int kConsumerRegs = kFp8 ? 240 : kSm90ConsumerRegs;
   RunSm90Block<kFp8, /*kWiden=*/false, SmemSm90::kRows, /*kTma=*/true, /*kOneConsumerCode=*/true,
-               /*kEvictFirst=*/false, kConsumerRegs, /*kL2Fill=*/!kFp8, /*kChunkFree=*/!kFp8,
-               /*kPublishLanded=*/!kFp8 && kBf16ReadLanded>(
+               /*kEvictFirst=*/false, kConsumerRegs, /*kL2Fill=*/!kFp8, /*kChunkFree=*/!kFp8>(
       p, &kv_map, [&](int w, const Item& it, uint8_t* smem, uint32_t seq, uint32_t item) {
         return RunConsumer<kFp8>(p, it, smem, seq, item, w);
       });

@@ -349,12 +349,8 @@ __device__ __forceinline__ int32_t TmaRowOf(const MlaDecodeParams& p, const Item
 // kL2Fill: the L2 fill ahead of the cp.async blocks (PrefetchKvBlock). kChunkFree (a two-slot
 // ring whose consumers free each V chunk once they read it, the bf16 f16pv kernel): chunks 0-7
 // are refilled as empty_chunk[slot][c] says, chunk 8 once both halves were freed.
-// kPublishLanded (not kRaw): the consumers read every kv chunk once it landed, without the
-// converters' relay to full: a cp.async block's copies are then completed and fenced for the
-// wgmma's async proxy before its chunks' landed arrivals (TMA chunks need neither).
 template <bool kFp8, int kQRows, bool kTma, bool kEvictFirst, bool kRaw = false,
-          bool kL2Fill = true, bool kChunkFree = false, bool kPageIdAhead = false,
-          bool kPublishLanded = false>
+          bool kL2Fill = true, bool kChunkFree = false, bool kPageIdAhead = false>
 __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
                              uint32_t seq, uint32_t item, int nblk, const TmaMap* kv_map) {
   using L = SmemSm90;
@@ -435,22 +431,6 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
       }
       continue;
     }
-    if (kPublishLanded && tma_row < 0) {
-      static_assert(!(kPublishLanded && kRaw), "raw rings publish through the converters");
-      // Read on landed, so no arrival before every copy of the block has landed and been fenced
-      // (one wait a block: such blocks are an item's partial last block or a bad page's).
-#pragma unroll
-      for (int pos = 0; pos < L::kChunks; ++pos) {
-        wait_free(pos);
-        CopyChunks<kFp8, 64, kRaw>(kv_rows, src, slot, pos, pos + 1, ctid, tile, rows_at);
-      }
-      CpAsyncCommit();
-      CpAsyncWait<0>();
-      FenceProxyAsync();  // the consumers' wgmma reads the chunks
-#pragma unroll
-      for (int pos = 0; pos < L::kChunks; ++pos) MbarArrive(bars.Landed(slot, ChunkAt(slot, pos)));
-      continue;
-    }
     if (tma_row < 0) {
       // A chunk's arrival (.noinc: once all of this thread's earlier copies landed) follows
       // its copies, so the converters start on chunk 0 while the later ones are in flight. (A
@@ -489,9 +469,8 @@ __device__ void CopyItemSm90(const MlaDecodeParams& p, const Item& it, uint8_t* 
 }
 
 // The converter threads' part of one item: each landed chunk to f16 (kWiden; else left as it
-// landed; Q's first kQRows rows), then published (full), in the copy threads' order; with
-// kPublishLanded only Q (the consumers read the kv chunks on landed: CopyItemSm90).
-template <bool kFp8, bool kWiden, int kQRows, bool kPublishLanded = false>
+// landed; Q's first kQRows rows), then published (full), in the copy threads' order.
+template <bool kFp8, bool kWiden, int kQRows>
 __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu, uint32_t seq,
                                 uint32_t item, int nblk) {
   using L = SmemSm90;
@@ -516,8 +495,7 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
   FenceProxyAsync();  // the consumers' wgmma reads Q
   MbarArrive(bars.QFull());
   using Ring = KvRing<kFp8 && !kWiden>;
-  static_assert(!(kPublishLanded && kWiden), "widened chunks are published by the converters");
-  for (int t = 0; t < nblk && !kPublishLanded; ++t) {
+  for (int t = 0; t < nblk; ++t) {
     const uint32_t n = seq + t;
     const int slot = Ring::SlotOf(n);
 #pragma unroll 1
@@ -547,7 +525,7 @@ __device__ void ConvertItemSm90(const MlaDecodeParams& p, uint8_t* smem, int cu,
 
 // The producer's part of one item (copy or convert, by thread). Returns the item's kv blocks.
 template <bool kFp8, bool kWiden, int kQRows, bool kTma, bool kEvictFirst, bool kL2Fill,
-          bool kChunkFree, bool kPublishLanded>
+          bool kChunkFree>
 __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t* smem, int cu,
                                uint32_t seq, uint32_t item, const TmaMap* kv_map) {
   const int nblk = BlocksOf(it);
@@ -555,10 +533,9 @@ __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
     // The page id a block ahead where it was measured faster: the bf16 f16pv kernel (kChunkFree,
     // 1-2%); the narrow bf16 kernel ran 1.5% slower with it, fp8 f16pv (128,2) 1% (notes.md).
     CopyItemSm90<kFp8, kQRows, kTma, kEvictFirst, kFp8 && !kWiden, kL2Fill, kChunkFree,
-                 /*kPageIdAhead=*/kChunkFree, kPublishLanded>(p, it, smem, cu, seq, item, nblk,
-                                                              kv_map);
+                 /*kPageIdAhead=*/kChunkFree>(p, it, smem, cu, seq, item, nblk, kv_map);
   } else {
-    ConvertItemSm90<kFp8, kWiden, kQRows, kPublishLanded>(p, smem, cu, seq, item, nblk);
+    ConvertItemSm90<kFp8, kWiden, kQRows>(p, smem, cu, seq, item, nblk);
   }
   return nblk;
 }
@@ -571,11 +548,10 @@ __device__ int RunProducerSm90(const MlaDecodeParams& p, const Item& it, uint8_t
 // `run_consumer(w, ...)` with the warpgroup's index as a warp-uniform int (half the hot code
 // for the instruction caches); kEvictFirst: the TMA loads' L2 hint, kL2Fill: the L2 fill of
 // cp.async blocks (CopyItemSm90); kConsumerRegs: the consumers' setmaxnreg count; kChunkFree:
-// the consumers free each V chunk of a two-slot ring on its own (CopyItemSm90); kPublishLanded:
-// the consumers read the kv chunks on landed, the converters relay only Q (CopyItemSm90).
+// the consumers free each V chunk of a two-slot ring on its own (CopyItemSm90).
 template <bool kFp8, bool kWiden, int kMaxRows, bool kTma, bool kOneConsumerCode = false,
           bool kEvictFirst = false, int kConsumerRegs = kSm90ConsumerRegs, bool kL2Fill = true,
-          bool kChunkFree = false, bool kPublishLanded = false, class RunConsumer>
+          bool kChunkFree = false, class RunConsumer>
 __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const TmaMap* kv_map,
                                              RunConsumer&& run_consumer) {
   constexpr int kProducerRegs = Sm90ProducerRegs(kConsumerRegs);
@@ -619,8 +595,8 @@ __device__ __forceinline__ void RunSm90Block(const MlaDecodeParams& p, const Tma
 #endif
     MLAPS_SM90_MARK(8, 0);
     WalkItems</*kRecord=*/false>(p, kMaxRows, [&](const Item& it, int cu) {
-      seq += RunProducerSm90<kFp8, kWiden, kMaxRows, kTma, kEvictFirst, kL2Fill, kChunkFree,
-                             kPublishLanded>(p, it, smem, cu, seq, item, kv_map);
+      seq += RunProducerSm90<kFp8, kWiden, kMaxRows, kTma, kEvictFirst, kL2Fill, kChunkFree>(
+          p, it, smem, cu, seq, item, kv_map);
       ++item;
     });
     MLAPS_SM90_MARK(9, item);

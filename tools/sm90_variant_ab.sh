@@ -4,34 +4,46 @@
 # variants in turn, ROUNDS rounds, one process a run, so every variant of a shape meets the same
 # card minutes apart at most. Compare variants within one call only.
 #
-#   tools/sm90_variant_ab.sh [--bundle DIR] [--rounds N] [--timeout S] VARIANTS SHAPE...
+#   tools/sm90_variant_ab.sh [--bundle DIR] [--rounds N] [--timeout S] [--peer FILE] VARIANTS SHAPE...
 #     VARIANTS  comma-separated names, e.g. base,v1,v4
 #     SHAPE     DTYPE,H,QLEN,BATCH,CTX (mla_decode_bench --only)
 #
 # Prints each run's decode / total us ("ab SHAPE VARIANT ROUND decode_us total_us"), then per
 # shape one line with each variant's median decode us and its ratio to the first variant's
 # (< 1: faster). A run that fails or passes S seconds (default 120: a variant that hangs) prints
-# "ab SHAPE VARIANT ROUND failed" and its last lines.
+# "ab SHAPE VARIANT ROUND failed" and its last lines. --peer FILE: FlashMLA's flashmla.json from
+# the same device call (.peers_flashmla/run_peers.sh), passed to each run; then per shape also
+# "peer SHAPE: FlashMLA P us; VARIANT x R ..." with R = P / the variant's median decode us (> 1:
+# faster than FlashMLA), or "no FlashMLA row" where the file has none for the shape.
 set -uo pipefail
 
 bundle=gpu_bundle
 rounds=2
 timeout_s=120
+peer=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --bundle) bundle=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --timeout) timeout_s=$2; shift 2 ;;
+    --peer) peer=$2; shift 2 ;;
     -*) echo "sm90_variant_ab: unknown option '$1'" >&2; exit 2 ;;
     *) break ;;
   esac
 done
 if [ $# -lt 2 ]; then
-  echo "usage: sm90_variant_ab.sh [--bundle DIR] [--rounds N] [--timeout S] VARIANTS SHAPE..." >&2
+  echo "usage: sm90_variant_ab.sh [--bundle DIR] [--rounds N] [--timeout S] [--peer FILE]" \
+    "VARIANTS SHAPE..." >&2
   exit 2
 fi
 IFS=, read -r -a variants <<<"$1"
 shift
+if [ -n "$peer" ] && [ ! -r "$peer" ]; then
+  echo "sm90_variant_ab: cannot read --peer $peer" >&2
+  exit 2
+fi
+peer_args=()
+[ -z "$peer" ] || peer_args=(--peer "$peer")
 
 # A packed bundle (gpu_bundle.sh --variant): unpacked once, as run.sh does.
 if [ -f "$bundle/bin.tar.xz" ] && [ ! -e "$bundle/bin/.unpacked" ]; then
@@ -52,13 +64,14 @@ for v in "${variants[@]}"; do
   fi
 done
 
-declare -A runs  # "shape variant" -> decode us of each round
+declare -A runs       # "shape variant" -> decode us of each round
+declare -A peer_us    # shape -> FlashMLA's median us (the benchmark table's peer_us column)
 for shape in "$@"; do
   for ((r = 1; r <= rounds; ++r)); do
     for v in "${variants[@]}"; do
       bin="$bundle/bin/$flat"
       [ "$v" = base ] || bin="$bin.$v"
-      log=$(timeout "$timeout_s" "$bin" --only "$shape" 2>&1)
+      log=$(timeout "$timeout_s" "$bin" --only "$shape" "${peer_args[@]}" 2>&1)
       line=$(grep -m1 -E ': decode [0-9.]+ us, reduce [0-9.]+ us, total [0-9.]+ us' <<<"$log")
       if [ -z "$line" ]; then
         echo "ab $shape $v $r failed"
@@ -69,6 +82,12 @@ for shape in "$@"; do
       total=$(sed -E 's/.*, total ([0-9.]+) us.*/\1/' <<<"$line")
       echo "ab $shape $v $r $decode $total"
       runs["$shape $v"]+="$decode "
+      if [ -n "$peer" ]; then
+        # The table's first row of the shape (unindented, unlike the progress lines): column 20
+        # is peer_us ("-" without a FlashMLA row).
+        p=$(awk '/^(dense|sparse) / {print $20; exit}' <<<"$log")
+        [[ "$p" =~ ^[0-9.]+$ ]] && peer_us["$shape"]=$p
+      fi
     done
   done
 done
@@ -83,6 +102,22 @@ for shape in "$@"; do
     [ -z "$first" ] && first=$m
     if [ "$m" != "-" ] && [ "$first" != "-" ]; then
       out+=" $v $m ($(awk -v a="$m" -v b="$first" 'BEGIN {printf "%.3f", a / b}'))"
+    else
+      out+=" $v -"
+    fi
+  done
+  echo "$out"
+  [ -n "$peer" ] || continue
+  p=${peer_us["$shape"]:-}
+  if [ -z "$p" ]; then
+    echo "peer $shape: no FlashMLA row"
+    continue
+  fi
+  out="peer $shape: FlashMLA $p us;"
+  for v in "${variants[@]}"; do
+    m=$(median <<<"${runs["$shape $v"]:-}")
+    if [ "$m" != "-" ]; then
+      out+=" $v x $(awk -v a="$p" -v b="$m" 'BEGIN {printf "%.3f", a / b}')"
     else
       out+=" $v -"
     fi

@@ -16,6 +16,12 @@ fake() {  # NAME DECODE_US [ROUND_STEP]
 [ "\$1" = --only ] || exit 9
 n=\$(cat "$work/count.$1" 2>/dev/null || echo 0); echo \$((n + 1)) >"$work/count.$1"
 echo "  dense \${2%%,*} B128 ctx8192 H64 q2 f16pv blocks 132 lanes 1: decode \$(($2 + n * ${3:-0})).0 us, reduce 0.0 us, total \$(($2 + n * ${3:-0} + 1)).0 us, merged in the decode 0.0 us, step 0.0 us (merged 0.0 us)"
+# With --peer FILE: the table row, peer_us (column 20) 500.0 for bf16 shapes, "-" for others.
+if [ "\${3:-}" = --peer ]; then
+  [ -r "\$4" ] || exit 8
+  case "\$2" in bf16,*) pu=500.0 ;; *) pu=- ;; esac
+  echo "dense bf16 f16pv 128 8192 64 2 132 1 256 0 $2.0 0.0 $2.0 3.00 500.0 0.0% - - \$pu -"
+fi
 FAKE
   chmod +x "$work/pack/$1"
 }
@@ -40,6 +46,20 @@ order=$(grep -E '^ab ' <<<"$out" | awk '{print $3 $4}' | tr '\n' ' ')
 [ "$order" = "base1 v11 v21 v31 base2 v12 v22 v32 base3 v13 v23 v33 " ] || fail "order: $order"
 grep -qx 'median bf16,64,2,128,8192: base 600.0 (1.000) v1 550.0 (0.917) v2 - v3 -' <<<"$out" ||
   fail "the median line"
+# --peer: the FlashMLA row's time against each variant's median; a shape without one says so.
+echo '{}' >"$work/flashmla.json"
+rm -f "$work"/count.*
+out=$("$script" --bundle "$work/b" --rounds 1 --peer "$work/flashmla.json" base,v1 \
+  bf16,64,2,128,8192 fp8,64,2,128,8192)
+echo "$out"
+grep -qx 'peer bf16,64,2,128,8192: FlashMLA 500.0 us; base x 0.833 v1 x 0.926' <<<"$out" ||
+  fail "the peer line"
+grep -qx 'peer fp8,64,2,128,8192: no FlashMLA row' <<<"$out" || fail "a shape without a peer row"
+if "$script" --bundle "$work/b" --peer "$work/none.json" base bf16,64,2,128,8192 \
+  >"$work/err" 2>&1; then
+  fail "an unreadable --peer file ran"
+fi
+grep -q 'cannot read --peer' "$work/err" || fail "the unreadable --peer message"
 # A missing variant is an error before anything runs.
 if "$script" --bundle "$work/b" base,v9 bf16,64,2,128,8192 >"$work/err" 2>&1; then
   fail "an unknown variant ran"

@@ -4,7 +4,8 @@
 # variants in turn, ROUNDS rounds, one process a run, so every variant of a shape meets the same
 # card minutes apart at most. Compare variants within one call only.
 #
-#   tools/sm90_variant_ab.sh [--bundle DIR] [--rounds N] [--timeout S] [--peer FILE] VARIANTS SHAPE...
+#   tools/sm90_variant_ab.sh [--bundle DIR] [--rounds N] [--timeout S] [--peer FILE]
+#                            VARIANTS SHAPE...
 #     VARIANTS  comma-separated names, e.g. base,v1,v4
 #     SHAPE     DTYPE,H,QLEN,BATCH,CTX (mla_decode_bench --only)
 #
@@ -94,33 +95,22 @@ done
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR] = $1} END {
   if (NR == 0) print "-"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
 for shape in "$@"; do
-  first=""
-  out="median $shape:"
+  first="" p=${peer_us["$shape"]:-}
+  out="median $shape:" vs_peer="peer $shape: FlashMLA $p us;"
   for v in "${variants[@]}"; do
     m=$(median <<<"${runs["$shape $v"]:-}")
     [ -z "$first" ] && first=$m
-    if [ "$m" != "-" ] && [ "$first" != "-" ]; then
-      out+=" $v $m ($(awk -v a="$m" -v b="$first" 'BEGIN {printf "%.3f", a / b}'))"
-    else
-      out+=" $v -"
+    if [ "$m" = "-" ]; then
+      out+=" $v -" vs_peer+=" $v -"
+      continue
     fi
+    if [ "$first" != "-" ]; then out+=" $v $m ($(ratio "$m" "$first"))"; else out+=" $v -"; fi
+    [ -z "$p" ] || vs_peer+=" $v x $(ratio "$p" "$m")"
   done
   echo "$out"
-  [ -n "$peer" ] || continue
-  p=${peer_us["$shape"]:-}
-  if [ -z "$p" ]; then
-    echo "peer $shape: no FlashMLA row"
-    continue
+  if [ -n "$peer" ]; then
+    if [ -n "$p" ]; then echo "$vs_peer"; else echo "peer $shape: no FlashMLA row"; fi
   fi
-  out="peer $shape: FlashMLA $p us;"
-  for v in "${variants[@]}"; do
-    m=$(median <<<"${runs["$shape $v"]:-}")
-    if [ "$m" != "-" ]; then
-      out+=" $v x $(awk -v a="$p" -v b="$m" 'BEGIN {printf "%.3f", a / b}')"
-    else
-      out+=" $v -"
-    fi
-  done
-  echo "$out"
 done

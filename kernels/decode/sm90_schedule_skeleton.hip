@@ -1,0 +1,358 @@
+// The consumers' chain of the bf16 64-row kernel without data movement: SM cycles a kv block of
+// consumer schedules on the f16pv kernel's own tile code (IssueBf16Scores, Softmax, TakeStats,
+// RescaleO, LoadBf16VtTile, Bf16PvT), the operands resting in shared memory and a slot counted
+// refilled the moment the 8 P V warps retired the block two back in it (no producer, no
+// copies, no relay). It answers "is this schedule's chain shorter than the present one?"
+// before a kernel is built on it (notes.md, session 38):
+//   alternate   the f16pv kernel's order (RunConsumer, bf16): two consumer warpgroups, block n's
+//               S and softmax by consumer n % 2 (the other's S of n + 1 issued before it waits
+//               for n's statistics), both P V halves of every block; 224 registers.
+//   alt+relay   the same with the producer warpgroup's relay of the nd probe (no copies): the
+//               consumers free chunks (empty_chunk, empty), 64 copy threads wait for each and
+//               arrive on landed, 64 converter threads wait for that, fence, arrive on full
+//               (CopyItemSm90 / ConvertItemSm90 under MLAPS_SM90_PROBE_SKIP_COPY).
+//   scorer      three roles: warpgroup 0 runs every block's S and softmax, with the S of block
+//               n + 1 in flight during the softmax of n (two accumulators); warpgroups 1 and 2
+//               one P V half each. setmaxnreg kScorerRegs / kPvRegs.
+//   scorer1     the same without the S ahead (S of n + 1 issued after the softmax of n).
+// Printed: the busiest block's cycles a kv block, best of three launches, one block an SM.
+//
+//   gpu_bundle/bin/kernels_decode_sm90_schedule_skeleton [KV_BLOCKS]
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "kernels/decode/mla_decode_sm90_f16pv.h"
+#include "kernels/platform/hip_check.h"
+#include "kernels/platform/hip_runtime.h"
+
+namespace mlaps {
+namespace {
+
+enum class Schedule : int { kAlternate, kAlternateRelay, kScorer, kScorerNoAhead };
+
+constexpr int kThreads = 384;
+constexpr int kScorerRegs = 104;  // S accumulators of two blocks (64) and the softmax
+constexpr int kPvRegs = 200;      // O^T half (128) and the V^T fragments (48)
+// setmaxnreg moves registers within what the launch gave the block (168 a thread at 384).
+static_assert(kScorerRegs + 2 * kPvRegs <= 3 * mla::kSm90EntryRegs, "the block's registers");
+
+const char* NameOf(Schedule s) {
+  switch (s) {
+    case Schedule::kAlternate:
+      return "alternate";
+    case Schedule::kAlternateRelay:
+      return "alt+relay";
+    case Schedule::kScorer:
+      return "scorer";
+    case Schedule::kScorerNoAhead:
+      return "scorer1";
+  }
+  return "?";
+}
+
+#if defined(__CUDA_ARCH__)
+using namespace mla;              // NOLINT: the primitives
+using namespace mla::sm90_f16pv;  // NOLINT: the tile code under test
+
+// The slot of block n counts as refilled for block n + 2 once every P V warp retired n: lane 0
+// of each of the 8 arrives on its nine full barriers (count 8); kRelay: consumer w's threads
+// arrive on empty[slot][w] for the relay instead.
+template <bool kRelay>
+__device__ __forceinline__ void FreeSlot(const F16PvPlace& at, int slot, int w) {
+  if (kRelay) {
+    MbarArrive(at.bars.Empty(slot, w));
+    return;
+  }
+  __syncwarp();
+  if (at.lane == 0) {
+#pragma unroll
+    for (int c = 0; c < L::kChunks; ++c) MbarArrive(at.bars.Full(slot, c));
+  }
+}
+
+// P V warpgroup w's part of block n once it has the statistics (both schedules): the rescale, the
+// P V, the slot's free.
+template <bool kRelay = false>
+__device__ __forceinline__ void PvOfBlock(const F16PvPlace& at, uint32_t n, int w,
+                                          float (&o)[4][32]) {
+  const int slot = static_cast<int>(n & 1);
+  const uint32_t kv = at.base + L::kKv + slot * L::kTile;
+  uint32_t vt_first[4][4];
+  LoadBf16VtTile(kv, w, 0, at.wtid, vt_first);
+  RescaleO(at, o, n);
+  Bf16PvT(at.bars, kv, slot, w, at.wtid, o, vt_first);
+  FreeSlot<kRelay>(at, slot, w);
+}
+
+// The scorer's softmax of block n: Softmax's arithmetic (no mask: every token visible) reading S
+// without writing it (the S of n + 1 is in flight: an accumulator written by another
+// instruction then serializes every wgmma, C7515), then published.
+__device__ __forceinline__ void ScorerSoftmax(const F16PvPlace& at, const float (&s)[32],
+                                              float (&m)[2], float (&l)[2], uint32_t n,
+                                              float scale_log2, uint32_t p_tile) {
+  float mx[2] = {NegInf(), NegInf()}, m_use[2], alpha[2];
+#pragma unroll
+  for (int e = 0; e < 32; ++e) mx[(e >> 1) & 1] = ScoreMax(mx[(e >> 1) & 1], s[e]);
+  mx[0] *= scale_log2;
+  mx[1] *= scale_log2;
+  StepLazyRunningMax(mx, m, l, m_use, alpha);
+  const bool moved = __ballot64(alpha[0] != 1.0f || alpha[1] != 1.0f) != 0;
+  if (at.lane == 0) StoreShared32(at.base + L::kPvMoved + 4 * ((n & 3) * 4 + at.warp), moved);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float p0 = BlockP(s[4 * j + 2 * h], scale_log2, m_use[h]);
+      const float p1 = BlockP(s[4 * j + 2 * h + 1], scale_log2, m_use[h]);
+      l[h] += p0 + p1;
+      StoreShared32(PAt(p_tile, at.r0 + 8 * h, 8 * j + 2 * at.quad), PackF16x2(p0, p1));
+    }
+  }
+  if (at.quad == 0) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      StoreSharedF32(at.base + L::kRowM + 4 * (at.r0 + 8 * h), m[h]);
+      StoreSharedF32(at.base + L::kPvAlpha + 4 * ((n & 3) * L::kRows + at.r0 + 8 * h), alpha[h]);
+    }
+  }
+  FenceProxyAsync();  // P is read by the P V warpgroups' wgmma
+  MbarArrive(at.bars.ScoreStats(n));
+}
+
+__device__ __forceinline__ uint32_t PTileOf(const F16PvPlace& at, uint32_t n) {
+  return at.base + L::kKv + static_cast<int>(n & 1) * L::kTile + 8 * L::kChunk;
+}
+
+// The producer warpgroup's relay of the nd probe over `blocks` kv blocks (kChunkFree, TMA-shaped
+// blocks, no copies): copy threads 0-63 wait for each chunk's free and arrive on landed;
+// converter threads 64-127 wait for landed, fence and arrive on full; in ChunkAt order.
+__device__ void RunRelay(const F16PvPlace& at, int blocks) {
+  const bool copy = at.wtid < kSm90CopyThreads;
+#pragma unroll 1
+  for (int i = 0; i < blocks; ++i) {
+    const uint32_t n = static_cast<uint32_t>(i);
+    const int slot = static_cast<int>(n & 1);
+    const uint32_t parity = (n >> 1) & 1;
+#pragma unroll 1
+    for (int pos = 0; pos < L::kChunks; ++pos) {
+      const int c = ChunkAt(slot, pos);
+      if (copy) {
+        if (n >= 2 && c < 8) {
+          MbarWait(at.bars.EmptyChunk(slot, c), parity ^ 1);
+        } else if (n >= 2) {
+          MbarWait(at.bars.Empty(slot, 0), parity ^ 1);
+          MbarWait(at.bars.Empty(slot, 1), parity ^ 1);
+        }
+        MbarArrive(at.bars.Landed(slot, c));
+      } else {
+        MbarWait(at.bars.Landed(slot, c), parity);
+        FenceProxyAsync();
+        MbarArrive(at.bars.Full(slot, c));
+      }
+    }
+  }
+}
+
+// The f16pv kernel's bf16 consumer order over `blocks` kv blocks of one item (RunConsumer).
+template <bool kRelay>
+__device__ void RunAlternate(const F16PvPlace& at, int w, int blocks, float scale_log2,
+                             float* sink) {
+  float o[4][32], s[32], m[2] = {NegInf(), NegInf()}, l[2] = {0.0f, 0.0f};
+  const int32_t vend[2] = {1 << 30, 1 << 30};
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) o[t][i] = 0.0f;
+  }
+  if (w == 0) {
+    IssueBf16Scores(at.bars, at.base, 0, 0, s);
+    WgmmaWait<0>();
+    PinAccumulators(s);
+  }
+#pragma unroll 1
+  for (int i = 0; i < blocks; ++i) {
+    const uint32_t n = static_cast<uint32_t>(i);
+    const bool own = WarpUniform(static_cast<int>(n & 1) == w);
+    if (own) {
+      Softmax<false>(at, s, m, l, vend, i, n, scale_log2, PTileOf(at, n), [] {});
+      NamedBarrierSync(2 + w, kSm90WgThreads);
+    } else if (i + 1 < blocks) {
+      // Our S of n + 1 runs during the other's softmax of n (issued and retired in one branch).
+      IssueBf16Scores(at.bars, at.base, static_cast<int>((n + 1) & 1), n + 1, s);
+      TakeStats(at, n, static_cast<int>(n & 1), (n >> 1) & 1, w, m, l);
+      WgmmaWait<0>();
+      PinAccumulators(s);
+    } else {
+      TakeStats(at, n, static_cast<int>(n & 1), (n >> 1) & 1, w, m, l);
+    }
+    PvOfBlock<kRelay>(at, n, w, o);
+  }
+  if (!(o[0][0] == o[0][0]) || !(l[0] == l[0])) sink[threadIdx.x] = o[0][0] + l[0];
+}
+
+// Three roles: warpgroup 0 scores (kAhead: S of n + 1 in flight during the softmax of n).
+template <bool kAhead>
+__device__ void RunScorer(const F16PvPlace& at, int blocks, float scale_log2, float* sink) {
+  float s[2][32], m[2] = {NegInf(), NegInf()}, l[2] = {0.0f, 0.0f};
+  IssueBf16Scores(at.bars, at.base, 0, 0, s[0]);
+  WgmmaWait<0>();
+  PinAccumulators(s[0]);
+  // Block n's softmax on `cur`; the S of n + 1 into `next` (before it with kAhead, after it
+  // without).
+  auto step = [&](uint32_t n, float(&cur)[32], float(&next)[32]) {
+    const bool more = n + 1 < static_cast<uint32_t>(blocks);
+    if (kAhead && more)
+      IssueBf16Scores(at.bars, at.base, static_cast<int>((n + 1) & 1), n + 1, next);
+    ScorerSoftmax(at, cur, m, l, n, scale_log2, PTileOf(at, n));
+    if (!kAhead && more)
+      IssueBf16Scores(at.bars, at.base, static_cast<int>((n + 1) & 1), n + 1, next);
+    WgmmaWait<0>();
+    PinAccumulators(next);
+  };
+#pragma unroll 1
+  for (int i = 0; i < blocks; i += 2) {
+    step(static_cast<uint32_t>(i), s[0], s[1]);
+    if (i + 1 < blocks) step(static_cast<uint32_t>(i + 1), s[1], s[0]);
+  }
+  if (!(l[0] == l[0])) sink[threadIdx.x] = l[0];
+}
+
+__device__ void RunPv(const F16PvPlace& at, int w, int blocks, float* sink) {
+  float o[4][32], m[2], l[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) o[t][i] = 0.0f;
+  }
+#pragma unroll 1
+  for (int i = 0; i < blocks; ++i) {
+    const uint32_t n = static_cast<uint32_t>(i);
+    TakeStats(at, n, static_cast<int>(n & 1), (n >> 1) & 1, w, m, l);
+    PvOfBlock(at, n, w, o);
+  }
+  if (!(o[0][0] == o[0][0]) || !(l[0] == l[0])) sink[threadIdx.x] = o[0][0];
+}
+#endif
+
+// `cycles[block * 3 + wg]`: warpgroup wg's clock cycles from the block's common start (0 for a
+// warpgroup without work). `sink` is written only on a NaN (never: it keeps results live).
+template <Schedule kSchedule>
+__global__ void __launch_bounds__(kThreads, 1)
+    ScheduleSkeletonKernel(int blocks, long long* cycles, float* sink) {
+#if defined(__CUDA_ARCH__)
+  uint8_t* smem = DynamicSmem();
+  smem += (SmemSm90::kAlign - (SmemAddr(smem) & (SmemSm90::kAlign - 1))) & (SmemSm90::kAlign - 1);
+  // Q and both slots: small finite bf16 (~0.008-0.016), so S, P and O stay finite.
+  for (int i = threadIdx.x; i < SmemSm90::kRowM / 4; i += blockDim.x) {
+    reinterpret_cast<uint32_t*>(smem)[i] = 0x3c003c00u | ((i * 2654435761u >> 8) & 0x007f007fu);
+  }
+  const F16PvPlace at = PlaceOf(smem);
+  constexpr bool kRelay = kSchedule == Schedule::kAlternateRelay;
+  if (threadIdx.x == 0) {
+    for (int b = 0; b < SmemSm90::kNumBars; ++b) {
+      const bool full = b < SmemSm90::kLanded, landed = !full && b < SmemSm90::kEmpty;
+      MbarInit(at.bars.base + 8 * b, full     ? (kRelay ? kSm90ConvertThreads : 8)
+                                     : landed ? kSm90CopyThreads
+                                              : kSm90WgThreads);
+    }
+    // Blocks 0 and 1 are in place: phase 0 of both slots' full barriers completes (the relay
+    // publishes them itself).
+    for (int slot = 0; slot < 2 && !kRelay; ++slot) {
+      for (int c = 0; c < SmemSm90::kChunks; ++c) {
+        for (int k = 0; k < 8; ++k) MbarArrive(at.bars.Full(slot, c));
+      }
+    }
+  }
+  FenceProxyAsync();
+  __syncthreads();
+  const int wg = WarpUniform(static_cast<int>(threadIdx.x) / kSm90WgThreads);
+  const float scale_log2 = 0.0601f;  // 1 / sqrt(576) x log2(e)
+  const long long t0 = clock64();
+  if constexpr (kSchedule == Schedule::kAlternate || kRelay) {
+    if (wg == 2) {
+      SetMaxRegsDec<Sm90ProducerRegs(kSm90ConsumerRegs)>();
+      if (kRelay) RunRelay(at, blocks);
+    } else {
+      SetMaxRegsInc<kSm90ConsumerRegs>();
+      RunAlternate<kRelay>(at, wg, blocks, scale_log2, sink);
+    }
+  } else {
+    if (wg == 0) {
+      SetMaxRegsDec<kScorerRegs>();
+      RunScorer<kSchedule == Schedule::kScorer>(at, blocks, scale_log2, sink);
+    } else {
+      SetMaxRegsInc<kPvRegs>();
+      RunPv(at, wg - 1, blocks, sink);
+    }
+  }
+  const long long t1 = clock64();
+  if (threadIdx.x % kSm90WgThreads == 0) cycles[blockIdx.x * 3 + wg] = t1 - t0;
+#endif
+}
+
+template <Schedule kSchedule>
+void Measure(int blocks, int sms, long long* cycles_d, float* sink_d) {
+  auto* kernel = ScheduleSkeletonKernel<kSchedule>;
+  MLAPS_CHECK_HIP(hipFuncSetAttribute(kernel, hipFuncAttributeMaxDynamicSharedMemorySize,
+                                      mla::SmemSm90::kBytes));
+  std::vector<long long> cycles(3 * sms);
+  long long best = 0;
+  float best_ms = 0.0f;
+  hipEvent_t start, stop;
+  MLAPS_CHECK_HIP(hipEventCreate(&start));
+  MLAPS_CHECK_HIP(hipEventCreate(&stop));
+  for (int rep = 0; rep < 3; ++rep) {
+    MLAPS_CHECK_HIP(hipEventRecord(start, nullptr));
+    kernel<<<sms, kThreads, mla::SmemSm90::kBytes>>>(blocks, cycles_d, sink_d);
+    MLAPS_CHECK_HIP(hipGetLastError());
+    MLAPS_CHECK_HIP(hipEventRecord(stop, nullptr));
+    MLAPS_CHECK_HIP(hipEventSynchronize(stop));
+    MLAPS_CHECK_HIP(hipMemcpy(cycles.data(), cycles_d, cycles.size() * sizeof(long long),
+                              hipMemcpyDeviceToHost));
+    const long long busiest = *std::max_element(cycles.begin(), cycles.end());
+    float ms = 0.0f;
+    MLAPS_CHECK_HIP(hipEventElapsedTime(&ms, start, stop));
+    if (rep == 0 || busiest < best) {
+      best = busiest;
+      best_ms = ms;
+    }
+  }
+  MLAPS_CHECK_HIP(hipEventDestroy(start));
+  MLAPS_CHECK_HIP(hipEventDestroy(stop));
+  std::printf("| %-10s | %10lld | %7.0f | %8.3f | %6.0f |\n", NameOf(kSchedule), best,
+              static_cast<double>(best) / blocks, best_ms, best / (best_ms * 1e3));
+  std::fflush(stdout);
+}
+
+}  // namespace
+}  // namespace mlaps
+
+int main(int argc, char** argv) {
+  using mlaps::Schedule;
+  const int blocks = argc > 1 ? std::atoi(argv[1]) : 256;
+  if (blocks < 2) {
+    std::fprintf(stderr, "usage: %s [KV_BLOCKS >= 2]\n", argv[0]);
+    return 2;
+  }
+  int sms = 0;
+  MLAPS_CHECK_HIP(hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, 0));
+  long long* cycles_d = nullptr;
+  float* sink_d = nullptr;
+  MLAPS_CHECK_HIP(hipMalloc(&cycles_d, 3 * sms * sizeof(long long)));
+  MLAPS_CHECK_HIP(hipMalloc(&sink_d, mlaps::kThreads * sizeof(float)));
+  std::printf("consumer schedules without data, %d SMs, %d kv blocks a block, best of 3\n\n", sms,
+              blocks);
+  // ms: the launch's event time; MHz: busiest cycles over it (a little under the SM clock).
+  std::printf("| schedule | busiest cycles | cycles a kv block | ms | ~MHz |\n");
+  std::printf("|---|---|---|---|---|\n");
+  mlaps::Measure<Schedule::kAlternate>(blocks, sms, cycles_d, sink_d);
+  mlaps::Measure<Schedule::kAlternateRelay>(blocks, sms, cycles_d, sink_d);
+  mlaps::Measure<Schedule::kScorer>(blocks, sms, cycles_d, sink_d);
+  mlaps::Measure<Schedule::kScorerNoAhead>(blocks, sms, cycles_d, sink_d);
+  MLAPS_CHECK_HIP(hipFree(cycles_d));
+  MLAPS_CHECK_HIP(hipFree(sink_d));
+  return 0;
+}

@@ -11,11 +11,20 @@
 //               consumers free chunks (empty_chunk, empty), 64 copy threads wait for each and
 //               arrive on landed, 64 converter threads wait for that, fence, arrive on full
 //               (CopyItemSm90 / ConvertItemSm90 under MLAPS_SM90_PROBE_SKIP_COPY).
+//   alt+unrollS alternate with IssueBf16Scores's chunk loop unrolled, a copy a slot: 36 wgmmas
+//               on constant descriptor offsets (the loop runs ~42 instructions a chunk, 38 of
+//               them descriptor and index arithmetic: notes.md, session 31).
+//   alt 4 slots alternate on a ring of four logical slots (block n in n % 4, its bytes in the
+//               physical slot n % 2: the values are wrong, the timing is not): the S of n + 2
+//               waits for the P V of n - 2, not of n. The upper bound of a deeper ring (which
+//               does not fit beside the Q tile).
 //   scorer      three roles: warpgroup 0 runs every block's S and softmax, with the S of block
 //               n + 1 in flight during the softmax of n (two accumulators); warpgroups 1 and 2
-//               one P V half each. setmaxnreg kScorerRegs / kPvRegs.
+//               one P V half each. setmaxnreg kScorerRegs / kPvRegs (ptxas: C7512, every wgmma
+//               serialized, at 200, 208 and 216 registers for the P V warpgroups).
 //   scorer1     the same without the S ahead (S of n + 1 issued after the softmax of n).
-// Printed: the busiest block's cycles a kv block, best of three launches, one block an SM.
+// Printed: the busiest block's cycles a kv block, best of three launches, one block an SM, and
+// for the alternate orders block 0's timeline (PrintTimeline).
 //
 //   gpu_bundle/bin/kernels_decode_sm90_schedule_skeleton [KV_BLOCKS]
 #include <algorithm>
@@ -31,9 +40,22 @@
 namespace mlaps {
 namespace {
 
-enum class Schedule : int { kAlternate, kAlternateRelay, kScorer, kScorerNoAhead };
+enum class Schedule : int {
+  kAlternate,
+  kAlternateRelay,
+  kScorer,
+  kScorerNoAhead,
+  kAlternateUnrolledS,
+  kAlternateFourSlots
+};
 
 constexpr int kThreads = 384;
+// The timeline of the alternate schedules: block 0's two consumers stamp the SM clock at five
+// events of kv blocks [kTimelineFirst, kTimelineFirst + kTimelineBlocks) (thread 0 of each).
+constexpr int kTimelineFirst = 64, kTimelineBlocks = 64, kTimelineEvents = 5;
+// Events: 0 the block's top; 1 own: softmax published and its barrier passed, other's: our S of
+// n + 1 issued; 2 other's: its statistics in; 3 other's: our S retired; 4 the P V retired.
+constexpr int kTimelineWords = 2 * kTimelineBlocks * kTimelineEvents;
 constexpr int kScorerRegs = 104;  // S accumulators of two blocks (64) and the softmax
 constexpr int kPvRegs = 200;      // O^T half (128) and the V^T fragments (48)
 // setmaxnreg moves registers within what the launch gave the block (168 a thread at 384).
@@ -45,6 +67,10 @@ const char* NameOf(Schedule s) {
       return "alternate";
     case Schedule::kAlternateRelay:
       return "alt+relay";
+    case Schedule::kAlternateUnrolledS:
+      return "alt+unrollS";
+    case Schedule::kAlternateFourSlots:
+      return "alt 4 slots";
     case Schedule::kScorer:
       return "scorer";
     case Schedule::kScorerNoAhead:
@@ -75,16 +101,16 @@ __device__ __forceinline__ void FreeSlot(const F16PvPlace& at, int slot, int w) 
 
 // P V warpgroup w's part of block n once it has the statistics (both schedules): the rescale, the
 // P V, the slot's free.
-template <bool kRelay = false>
+template <bool kRelay = false, int kSlots = 2>
 __device__ __forceinline__ void PvOfBlock(const F16PvPlace& at, uint32_t n, int w,
                                           float (&o)[4][32]) {
-  const int slot = static_cast<int>(n & 1);
+  const int slot = static_cast<int>(n & 1);  // the bytes (kSlots: the barriers)
   const uint32_t kv = at.base + L::kKv + slot * L::kTile;
   uint32_t vt_first[4][4];
   LoadBf16VtTile(kv, w, 0, at.wtid, vt_first);
   RescaleO(at, o, n);
   Bf16PvT(at.bars, kv, slot, w, at.wtid, o, vt_first);
-  FreeSlot<kRelay>(at, slot, w);
+  FreeSlot<kRelay>(at, static_cast<int>(n % kSlots), w);
 }
 
 // The scorer's softmax of block n: Softmax's arithmetic (no mask: every token visible) reading S
@@ -156,10 +182,103 @@ __device__ void RunRelay(const F16PvPlace& at, int blocks) {
   }
 }
 
+// Writes `sink` only if an element of O^T or a row sum is NaN (never): every accumulator stays
+// live, or the compiler drops the P V tiles whose results nothing reads (a first version read
+// o[0][0] only and timed one dims tile of four).
+__device__ __forceinline__ void KeepLive(const float (&o)[4][32], const float (&l)[2],
+                                         float* sink) {
+  bool nan = !(l[0] == l[0]) || !(l[1] == l[1]);
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) nan = nan || !(o[t][i] == o[t][i]);
+  }
+  if (nan) sink[threadIdx.x] = l[0];
+}
+
+// IssueBf16Scores with its chunk loop unrolled for a slot known at compile time: the 36 wgmmas
+// on constant descriptor offsets, each chunk waited for only when the nine had not all landed
+// (every warp of the warpgroup issues the same wgmmas whatever it saw: a wgmma reached by
+// different instructions in the warps of a warpgroup hangs).
+template <int kSlot>
+__device__ __forceinline__ void IssueScoresUnrolled(const F16PvPlace& at, uint32_t n,
+                                                    float (&s)[32]) {
+  const uint32_t parity = (n >> 1) & 1;
+  bool landed = true;
+#pragma unroll
+  for (int c = 0; c < L::kChunks; ++c) landed = MbarTest(at.bars.Full(kSlot, c), parity) && landed;
+  landed = WarpUniform(landed);
+#pragma unroll
+  for (int e = 0; e < 32; ++e) s[e] = 0.0f;
+  PinAccumulators(s);
+  WgmmaFence();
+  const uint64_t a = MatrixDesc(at.base + L::kQ, 16, 1024, kSwizzle128B);
+  const uint64_t b = MatrixDesc(at.base + L::kKv + kSlot * L::kTile, 16, 1024, kSwizzle128B);
+#pragma unroll
+  for (int pos = 0; pos < L::kChunks; ++pos) {
+    const int c = ChunkAt(kSlot, pos);
+    if (!landed) MbarWait(at.bars.Full(kSlot, c), parity);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const uint64_t step = static_cast<uint64_t>((c * L::kChunk + kk * 32) >> 4);
+      WgmmaM64N64K16<true>(s, a + step, b + step, pos + kk > 0);
+    }
+  }
+  WgmmaCommit();
+}
+
+// IssueBf16Scores on a ring of kSlots logical slots: the barriers of slot n % kSlots (phase
+// parity (n / kSlots) % 2), the bytes of physical slot n % 2.
+template <int kSlots>
+__device__ __forceinline__ void IssueScoresOnRing(const F16PvPlace& at, uint32_t n,
+                                                  float (&s)[32]) {
+  const int slot = static_cast<int>(n % kSlots), bytes = static_cast<int>(n & 1);
+  const uint32_t parity = (n / kSlots) & 1;
+  const uint32_t kv = at.base + L::kKv + bytes * L::kTile;
+#pragma unroll
+  for (int e = 0; e < 32; ++e) s[e] = 0.0f;
+  PinAccumulators(s);
+  bool landed = true;
+#pragma unroll
+  for (int c = 0; c < L::kChunks; ++c) landed = MbarTest(at.bars.Full(slot, c), parity) && landed;
+  landed = WarpUniform(landed);
+  WgmmaFence();
+#pragma unroll 1
+  for (int pos = 0; pos < L::kChunks; ++pos) {
+    const int c = ChunkAt(bytes, pos);
+    if (!landed) MbarWait(at.bars.Full(slot, c), parity);
+    const uint64_t a0 = MatrixDesc(at.base + L::kQ + c * L::kChunk, 16, 1024, kSwizzle128B);
+    const uint64_t b0 = MatrixDesc(kv + c * L::kChunk, 16, 1024, kSwizzle128B);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      WgmmaM64N64K16<true>(s, a0 + ((kk * 32) >> 4), b0 + ((kk * 32) >> 4), pos + kk > 0);
+    }
+  }
+  WgmmaCommit();
+}
+
+template <bool kUnrolled>
+__device__ __forceinline__ void IssueScores(const F16PvPlace& at, int slot, uint32_t n,
+                                            float (&s)[32]) {
+  if (!kUnrolled) {
+    IssueBf16Scores(at.bars, at.base, slot, n, s);
+  } else if (slot == 0) {
+    IssueScoresUnrolled<0>(at, n, s);
+  } else {
+    IssueScoresUnrolled<1>(at, n, s);
+  }
+}
+
 // The f16pv kernel's bf16 consumer order over `blocks` kv blocks of one item (RunConsumer).
-template <bool kRelay>
-__device__ void RunAlternate(const F16PvPlace& at, int w, int blocks, float scale_log2,
-                             float* sink) {
+template <bool kRelay, bool kUnrolledS, int kSlots>
+__device__ void RunAlternate(const F16PvPlace& at, int w, int blocks, float scale_log2, float* sink,
+                             long long* timeline) {
+  auto stamp = [&](int event, uint32_t n) {
+    const uint32_t k = n - kTimelineFirst;
+    if (timeline != nullptr && at.wtid == 0 && k < kTimelineBlocks) {
+      timeline[(w * kTimelineBlocks + k) * kTimelineEvents + event] = clock64();
+    }
+  };
   float o[4][32], s[32], m[2] = {NegInf(), NegInf()}, l[2] = {0.0f, 0.0f};
   const int32_t vend[2] = {1 << 30, 1 << 30};
 #pragma unroll
@@ -167,8 +286,18 @@ __device__ void RunAlternate(const F16PvPlace& at, int w, int blocks, float scal
 #pragma unroll
     for (int i = 0; i < 32; ++i) o[t][i] = 0.0f;
   }
+  auto issue = [&](uint32_t n) {
+    if constexpr (kSlots == 2) {
+      IssueScores<kUnrolledS>(at, static_cast<int>(n & 1), n, s);
+    } else {
+      IssueScoresOnRing<kSlots>(at, n, s);
+    }
+  };
+  auto take_stats = [&](uint32_t n) {
+    TakeStats(at, n, static_cast<int>(n % kSlots), (n / kSlots) & 1, w, m, l);
+  };
   if (w == 0) {
-    IssueBf16Scores(at.bars, at.base, 0, 0, s);
+    issue(0);
     WgmmaWait<0>();
     PinAccumulators(s);
   }
@@ -176,21 +305,27 @@ __device__ void RunAlternate(const F16PvPlace& at, int w, int blocks, float scal
   for (int i = 0; i < blocks; ++i) {
     const uint32_t n = static_cast<uint32_t>(i);
     const bool own = WarpUniform(static_cast<int>(n & 1) == w);
+    stamp(0, n);
     if (own) {
       Softmax<false>(at, s, m, l, vend, i, n, scale_log2, PTileOf(at, n), [] {});
       NamedBarrierSync(2 + w, kSm90WgThreads);
+      stamp(1, n);
     } else if (i + 1 < blocks) {
       // Our S of n + 1 runs during the other's softmax of n (issued and retired in one branch).
-      IssueBf16Scores(at.bars, at.base, static_cast<int>((n + 1) & 1), n + 1, s);
-      TakeStats(at, n, static_cast<int>(n & 1), (n >> 1) & 1, w, m, l);
+      issue(n + 1);
+      stamp(1, n);
+      take_stats(n);
+      stamp(2, n);
       WgmmaWait<0>();
       PinAccumulators(s);
+      stamp(3, n);
     } else {
-      TakeStats(at, n, static_cast<int>(n & 1), (n >> 1) & 1, w, m, l);
+      take_stats(n);
     }
-    PvOfBlock<kRelay>(at, n, w, o);
+    PvOfBlock<kRelay, kSlots>(at, n, w, o);
+    stamp(4, n);
   }
-  if (!(o[0][0] == o[0][0]) || !(l[0] == l[0])) sink[threadIdx.x] = o[0][0] + l[0];
+  KeepLive(o, l, sink);
 }
 
 // Three roles: warpgroup 0 scores (kAhead: S of n + 1 in flight during the softmax of n).
@@ -233,7 +368,7 @@ __device__ void RunPv(const F16PvPlace& at, int w, int blocks, float* sink) {
     TakeStats(at, n, static_cast<int>(n & 1), (n >> 1) & 1, w, m, l);
     PvOfBlock(at, n, w, o);
   }
-  if (!(o[0][0] == o[0][0]) || !(l[0] == l[0])) sink[threadIdx.x] = o[0][0];
+  KeepLive(o, l, sink);
 }
 #endif
 
@@ -241,7 +376,7 @@ __device__ void RunPv(const F16PvPlace& at, int w, int blocks, float* sink) {
 // warpgroup without work). `sink` is written only on a NaN (never: it keeps results live).
 template <Schedule kSchedule>
 __global__ void __launch_bounds__(kThreads, 1)
-    ScheduleSkeletonKernel(int blocks, long long* cycles, float* sink) {
+    ScheduleSkeletonKernel(int blocks, long long* cycles, float* sink, long long* timeline) {
 #if defined(__CUDA_ARCH__)
   uint8_t* smem = DynamicSmem();
   smem += (SmemSm90::kAlign - (SmemAddr(smem) & (SmemSm90::kAlign - 1))) & (SmemSm90::kAlign - 1);
@@ -251,6 +386,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   const F16PvPlace at = PlaceOf(smem);
   constexpr bool kRelay = kSchedule == Schedule::kAlternateRelay;
+  constexpr int kSlots = kSchedule == Schedule::kAlternateFourSlots ? 4 : 2;
   if (threadIdx.x == 0) {
     for (int b = 0; b < SmemSm90::kNumBars; ++b) {
       const bool full = b < SmemSm90::kLanded, landed = !full && b < SmemSm90::kEmpty;
@@ -258,9 +394,9 @@ __global__ void __launch_bounds__(kThreads, 1)
                                      : landed ? kSm90CopyThreads
                                               : kSm90WgThreads);
     }
-    // Blocks 0 and 1 are in place: phase 0 of both slots' full barriers completes (the relay
-    // publishes them itself).
-    for (int slot = 0; slot < 2 && !kRelay; ++slot) {
+    // Blocks 0 .. kSlots - 1 are in place: phase 0 of their slots' full barriers completes (the
+    // relay publishes them itself).
+    for (int slot = 0; slot < kSlots && !kRelay; ++slot) {
       for (int c = 0; c < SmemSm90::kChunks; ++c) {
         for (int k = 0; k < 8; ++k) MbarArrive(at.bars.Full(slot, c));
       }
@@ -271,13 +407,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int wg = WarpUniform(static_cast<int>(threadIdx.x) / kSm90WgThreads);
   const float scale_log2 = 0.0601f;  // 1 / sqrt(576) x log2(e)
   const long long t0 = clock64();
-  if constexpr (kSchedule == Schedule::kAlternate || kRelay) {
+  constexpr bool kUnrolledS = kSchedule == Schedule::kAlternateUnrolledS;
+  if constexpr (kSchedule == Schedule::kAlternate || kRelay || kUnrolledS || kSlots == 4) {
     if (wg == 2) {
       SetMaxRegsDec<Sm90ProducerRegs(kSm90ConsumerRegs)>();
       if (kRelay) RunRelay(at, blocks);
     } else {
       SetMaxRegsInc<kSm90ConsumerRegs>();
-      RunAlternate<kRelay>(at, wg, blocks, scale_log2, sink);
+      RunAlternate<kRelay, kUnrolledS, kSlots>(at, wg, blocks, scale_log2, sink,
+                                               blockIdx.x == 0 ? timeline : nullptr);
     }
   } else {
     if (wg == 0) {
@@ -293,8 +431,42 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
+// Block 0's timeline (the last launch): each consumer's mean kcycles from one event to the next,
+// over the window's blocks it owns and the other's, and the period a kv block.
+void PrintTimeline(const long long* timeline_d) {
+  std::vector<long long> t(kTimelineWords);
+  MLAPS_CHECK_HIP(
+      hipMemcpy(t.data(), timeline_d, t.size() * sizeof(long long), hipMemcpyDeviceToHost));
+  for (int w = 0; w < 2; ++w) {
+    double own_sm = 0, own_pv = 0, s_issue = 0, stats = 0, s_retire = 0, pv = 0;
+    int owns = 0, others = 0;
+    auto at = [&](int k, int e) { return t[(w * kTimelineBlocks + k) * kTimelineEvents + e]; };
+    for (int k = 0; k + 1 < kTimelineBlocks; ++k) {
+      const int n = kTimelineFirst + k;
+      if (n % 2 == w) {
+        own_sm += at(k, 1) - at(k, 0);
+        own_pv += at(k, 4) - at(k, 1);
+        ++owns;
+      } else {
+        s_issue += at(k, 1) - at(k, 0);
+        stats += at(k, 2) - at(k, 1);
+        s_retire += at(k, 3) - at(k, 2);
+        pv += at(k, 4) - at(k, 3);
+        ++others;
+      }
+    }
+    const double period =
+        static_cast<double>(at(kTimelineBlocks - 1, 0) - at(0, 0)) / (kTimelineBlocks - 1);
+    std::printf(
+        "  consumer %d, kcycles: own block: softmax %.2f, P V %.2f; other's: our S issue %.2f, "
+        "its stats %.2f, our S retire %.2f, P V %.2f; period a kv block %.2f\n",
+        w, own_sm / owns / 1e3, own_pv / owns / 1e3, s_issue / others / 1e3, stats / others / 1e3,
+        s_retire / others / 1e3, pv / others / 1e3, period / 1e3);
+  }
+}
+
 template <Schedule kSchedule>
-void Measure(int blocks, int sms, long long* cycles_d, float* sink_d) {
+void Measure(int blocks, int sms, long long* cycles_d, float* sink_d, long long* timeline_d) {
   auto* kernel = ScheduleSkeletonKernel<kSchedule>;
   MLAPS_CHECK_HIP(hipFuncSetAttribute(kernel, hipFuncAttributeMaxDynamicSharedMemorySize,
                                       mla::SmemSm90::kBytes));
@@ -306,7 +478,7 @@ void Measure(int blocks, int sms, long long* cycles_d, float* sink_d) {
   MLAPS_CHECK_HIP(hipEventCreate(&stop));
   for (int rep = 0; rep < 3; ++rep) {
     MLAPS_CHECK_HIP(hipEventRecord(start, nullptr));
-    kernel<<<sms, kThreads, mla::SmemSm90::kBytes>>>(blocks, cycles_d, sink_d);
+    kernel<<<sms, kThreads, mla::SmemSm90::kBytes>>>(blocks, cycles_d, sink_d, timeline_d);
     MLAPS_CHECK_HIP(hipGetLastError());
     MLAPS_CHECK_HIP(hipEventRecord(stop, nullptr));
     MLAPS_CHECK_HIP(hipEventSynchronize(stop));
@@ -324,6 +496,11 @@ void Measure(int blocks, int sms, long long* cycles_d, float* sink_d) {
   MLAPS_CHECK_HIP(hipEventDestroy(stop));
   std::printf("| %-10s | %10lld | %7.0f | %8.3f | %6.0f |\n", NameOf(kSchedule), best,
               static_cast<double>(best) / blocks, best_ms, best / (best_ms * 1e3));
+  if (blocks >= kTimelineFirst + kTimelineBlocks &&
+      (kSchedule == Schedule::kAlternate || kSchedule == Schedule::kAlternateRelay ||
+       kSchedule == Schedule::kAlternateUnrolledS || kSchedule == Schedule::kAlternateFourSlots)) {
+    PrintTimeline(timeline_d);
+  }
   std::fflush(stdout);
 }
 
@@ -343,16 +520,21 @@ int main(int argc, char** argv) {
   float* sink_d = nullptr;
   MLAPS_CHECK_HIP(hipMalloc(&cycles_d, 3 * sms * sizeof(long long)));
   MLAPS_CHECK_HIP(hipMalloc(&sink_d, mlaps::kThreads * sizeof(float)));
+  long long* timeline_d = nullptr;
+  MLAPS_CHECK_HIP(hipMalloc(&timeline_d, mlaps::kTimelineWords * sizeof(long long)));
   std::printf("consumer schedules without data, %d SMs, %d kv blocks a block, best of 3\n\n", sms,
               blocks);
   // ms: the launch's event time; MHz: busiest cycles over it (a little under the SM clock).
   std::printf("| schedule | busiest cycles | cycles a kv block | ms | ~MHz |\n");
   std::printf("|---|---|---|---|---|\n");
-  mlaps::Measure<Schedule::kAlternate>(blocks, sms, cycles_d, sink_d);
-  mlaps::Measure<Schedule::kAlternateRelay>(blocks, sms, cycles_d, sink_d);
-  mlaps::Measure<Schedule::kScorer>(blocks, sms, cycles_d, sink_d);
-  mlaps::Measure<Schedule::kScorerNoAhead>(blocks, sms, cycles_d, sink_d);
+  mlaps::Measure<Schedule::kAlternate>(blocks, sms, cycles_d, sink_d, timeline_d);
+  mlaps::Measure<Schedule::kAlternateRelay>(blocks, sms, cycles_d, sink_d, timeline_d);
+  mlaps::Measure<Schedule::kAlternateUnrolledS>(blocks, sms, cycles_d, sink_d, timeline_d);
+  mlaps::Measure<Schedule::kAlternateFourSlots>(blocks, sms, cycles_d, sink_d, timeline_d);
+  mlaps::Measure<Schedule::kScorer>(blocks, sms, cycles_d, sink_d, timeline_d);
+  mlaps::Measure<Schedule::kScorerNoAhead>(blocks, sms, cycles_d, sink_d, timeline_d);
   MLAPS_CHECK_HIP(hipFree(cycles_d));
   MLAPS_CHECK_HIP(hipFree(sink_d));
+  MLAPS_CHECK_HIP(hipFree(timeline_d));
   return 0;
 }

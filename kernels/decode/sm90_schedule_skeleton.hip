@@ -1,9 +1,10 @@
 // The consumers' chain of the bf16 64-row kernel without data movement: SM cycles a kv block of
 // consumer schedules on the f16pv kernel's own tile code (IssueBf16Scores, Softmax, TakeStats,
-// RescaleO, LoadBf16VtTile, Bf16PvT), the operands resting in shared memory and a slot counted
-// refilled the moment the 8 P V warps retired the block two back in it (no producer, no
-// copies, no relay). It answers "is this schedule's chain shorter than the present one?"
-// before a kernel is built on it (notes.md, session 38):
+// RescaleO, LoadBf16VtTile, Bf16PvT), the operands resting in shared memory and (but alt+relay) a
+// slot counted refilled, all nine chunks at once, the moment the 8 P V warps retired the block two
+// back in it (no producer, no copies; coarser than the kernel, whose producer refills chunks 0-7
+// as each consumer has its V in registers: alt+relay). It answers "is this schedule's chain shorter
+// than the present one?" before a kernel is built on it (notes.md, session 38):
 //   alternate   the f16pv kernel's order (RunConsumer, bf16): two consumer warpgroups, block n's
 //               S and softmax by consumer n % 2 (the other's S of n + 1 issued before it waits
 //               for n's statistics), both P V halves of every block; 224 registers.
@@ -19,12 +20,14 @@
 //               waits for the P V of n - 2, not of n. The upper bound of a deeper ring (which
 //               does not fit beside the Q tile).
 //   scorer      three roles: warpgroup 0 runs every block's S and softmax, with the S of block
-//               n + 1 in flight during the softmax of n (two accumulators); warpgroups 1 and 2
-//               one P V half each. setmaxnreg kScorerRegs / kPvRegs (ptxas: C7512, every wgmma
-//               serialized, at 200, 208 and 216 registers for the P V warpgroups).
+//               n + 1 issued before the softmax of n (two accumulators; its issue waits for the
+//               P V of n - 1 to free the slot, so with two slots each softmax waits behind the
+//               previous P V); warpgroups 1 and 2 one P V half each. setmaxnreg kScorerRegs /
+//               kPvRegs (ptxas: C7512, every wgmma serialized, at 200, 208 and 216 registers for
+//               the P V warpgroups).
 //   scorer1     the same without the S ahead (S of n + 1 issued after the softmax of n).
 // Printed: the busiest block's cycles a kv block, best of three launches, one block an SM, and
-// for the alternate orders block 0's timeline (PrintTimeline).
+// for the alternate orders block 0's timeline from a fourth launch (PrintTimeline).
 //
 //   gpu_bundle/bin/kernels_decode_sm90_schedule_skeleton [KV_BLOCKS]
 #include <algorithm>
@@ -60,6 +63,8 @@ constexpr int kScorerRegs = 104;  // S accumulators of two blocks (64) and the s
 constexpr int kPvRegs = 200;      // O^T half (128) and the V^T fragments (48)
 // setmaxnreg moves registers within what the launch gave the block (168 a thread at 384).
 static_assert(kScorerRegs + 2 * kPvRegs <= 3 * mla::kSm90EntryRegs, "the block's registers");
+static_assert(kScorerRegs % 8 == 0 && kPvRegs % 8 == 0 && kScorerRegs >= 24,
+              "setmaxnreg counts are multiples of 8, at least 24");
 
 const char* NameOf(Schedule s) {
   switch (s) {
@@ -99,7 +104,7 @@ __device__ __forceinline__ void FreeSlot(const F16PvPlace& at, int slot, int w) 
   }
 }
 
-// P V warpgroup w's part of block n once it has the statistics (both schedules): the rescale, the
+// P V warpgroup w's part of block n once it has the statistics (every schedule): the rescale, the
 // P V, the slot's free.
 template <bool kRelay = false, int kSlots = 2>
 __device__ __forceinline__ void PvOfBlock(const F16PvPlace& at, uint32_t n, int w,
@@ -182,12 +187,12 @@ __device__ void RunRelay(const F16PvPlace& at, int blocks) {
   }
 }
 
-// Writes `sink` only if an element of O^T or a row sum is NaN (never): every accumulator stays
-// live, or the compiler drops the P V tiles whose results nothing reads (a first version read
-// o[0][0] only and timed one dims tile of four).
+// Writes `sink` only if an element of O^T, a row sum or a running max is NaN (never): every
+// result stays live, or the compiler drops the work whose results nothing reads (a first version
+// read o[0][0] only and timed one P V dims tile of four).
 __device__ __forceinline__ void KeepLive(const float (&o)[4][32], const float (&l)[2],
-                                         float* sink) {
-  bool nan = !(l[0] == l[0]) || !(l[1] == l[1]);
+                                         const float (&m)[2], float* sink) {
+  bool nan = !(l[0] == l[0]) || !(l[1] == l[1]) || !(m[0] == m[0]) || !(m[1] == m[1]);
 #pragma unroll
   for (int t = 0; t < 4; ++t) {
 #pragma unroll
@@ -221,7 +226,7 @@ __device__ __forceinline__ void IssueScoresUnrolled(const F16PvPlace& at, uint32
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       const uint64_t step = static_cast<uint64_t>((c * L::kChunk + kk * 32) >> 4);
-      WgmmaM64N64K16<true>(s, a + step, b + step, pos + kk > 0);
+      MLAPS_SM90_S_MMA(WgmmaM64N64K16<true>(s, a + step, b + step, pos + kk > 0));
     }
   }
   WgmmaCommit();
@@ -251,7 +256,8 @@ __device__ __forceinline__ void IssueScoresOnRing(const F16PvPlace& at, uint32_t
     const uint64_t b0 = MatrixDesc(kv + c * L::kChunk, 16, 1024, kSwizzle128B);
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      WgmmaM64N64K16<true>(s, a0 + ((kk * 32) >> 4), b0 + ((kk * 32) >> 4), pos + kk > 0);
+      MLAPS_SM90_S_MMA(
+          WgmmaM64N64K16<true>(s, a0 + ((kk * 32) >> 4), b0 + ((kk * 32) >> 4), pos + kk > 0));
     }
   }
   WgmmaCommit();
@@ -325,7 +331,7 @@ __device__ void RunAlternate(const F16PvPlace& at, int w, int blocks, float scal
     PvOfBlock<kRelay, kSlots>(at, n, w, o);
     stamp(4, n);
   }
-  KeepLive(o, l, sink);
+  KeepLive(o, l, m, sink);
 }
 
 // Three roles: warpgroup 0 scores (kAhead: S of n + 1 in flight during the softmax of n).
@@ -352,7 +358,9 @@ __device__ void RunScorer(const F16PvPlace& at, int blocks, float scale_log2, fl
     step(static_cast<uint32_t>(i), s[0], s[1]);
     if (i + 1 < blocks) step(static_cast<uint32_t>(i + 1), s[1], s[0]);
   }
-  if (!(l[0] == l[0])) sink[threadIdx.x] = l[0];
+  if (!(l[0] == l[0]) || !(l[1] == l[1]) || !(m[0] == m[0]) || !(m[1] == m[1])) {
+    sink[threadIdx.x] = l[0];
+  }
 }
 
 __device__ void RunPv(const F16PvPlace& at, int w, int blocks, float* sink) {
@@ -368,7 +376,7 @@ __device__ void RunPv(const F16PvPlace& at, int w, int blocks, float* sink) {
     TakeStats(at, n, static_cast<int>(n & 1), (n >> 1) & 1, w, m, l);
     PvOfBlock(at, n, w, o);
   }
-  KeepLive(o, l, sink);
+  KeepLive(o, l, m, sink);
 }
 #endif
 
@@ -476,9 +484,10 @@ void Measure(int blocks, int sms, long long* cycles_d, float* sink_d, long long*
   hipEvent_t start, stop;
   MLAPS_CHECK_HIP(hipEventCreate(&start));
   MLAPS_CHECK_HIP(hipEventCreate(&stop));
+  // Three timed launches without the timeline, then one that records it (its stores cost ~3%).
   for (int rep = 0; rep < 3; ++rep) {
     MLAPS_CHECK_HIP(hipEventRecord(start, nullptr));
-    kernel<<<sms, kThreads, mla::SmemSm90::kBytes>>>(blocks, cycles_d, sink_d, timeline_d);
+    kernel<<<sms, kThreads, mla::SmemSm90::kBytes>>>(blocks, cycles_d, sink_d, nullptr);
     MLAPS_CHECK_HIP(hipGetLastError());
     MLAPS_CHECK_HIP(hipEventRecord(stop, nullptr));
     MLAPS_CHECK_HIP(hipEventSynchronize(stop));
@@ -499,6 +508,9 @@ void Measure(int blocks, int sms, long long* cycles_d, float* sink_d, long long*
   if (blocks >= kTimelineFirst + kTimelineBlocks &&
       (kSchedule == Schedule::kAlternate || kSchedule == Schedule::kAlternateRelay ||
        kSchedule == Schedule::kAlternateUnrolledS || kSchedule == Schedule::kAlternateFourSlots)) {
+    kernel<<<sms, kThreads, mla::SmemSm90::kBytes>>>(blocks, cycles_d, sink_d, timeline_d);
+    MLAPS_CHECK_HIP(hipGetLastError());
+    MLAPS_CHECK_HIP(hipDeviceSynchronize());
     PrintTimeline(timeline_d);
   }
   std::fflush(stdout);

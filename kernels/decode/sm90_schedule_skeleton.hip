@@ -19,6 +19,10 @@
 //               physical slot n % 2: the values are wrong, the timing is not): the S of n + 2
 //               waits for the P V of n - 2, not of n. The upper bound of a deeper ring (which
 //               does not fit beside the Q tile).
+//   alt leanSM  alternate with the scorer's softmax (ScorerSoftmax: no mask, S only read) in place
+//               of the kernel's Softmax.
+//   alt noPst   alt leanSM without P's shared-memory stores (P only summed into the row sums; the
+//               P V reads stale P): what the stores cost the chain.
 //   scorer      three roles: warpgroup 0 runs every block's S and softmax, with the S of block
 //               n + 1 issued before the softmax of n (two accumulators; its issue waits for the
 //               P V of n - 1 to free the slot, so with two slots each softmax waits behind the
@@ -49,7 +53,9 @@ enum class Schedule : int {
   kScorer,
   kScorerNoAhead,
   kAlternateUnrolledS,
-  kAlternateFourSlots
+  kAlternateFourSlots,
+  kAlternateLeanSoftmax,
+  kAlternateNoPStores
 };
 
 constexpr int kThreads = 384;
@@ -76,6 +82,10 @@ const char* NameOf(Schedule s) {
       return "alt+unrollS";
     case Schedule::kAlternateFourSlots:
       return "alt 4 slots";
+    case Schedule::kAlternateLeanSoftmax:
+      return "alt leanSM";
+    case Schedule::kAlternateNoPStores:
+      return "alt noPst";
     case Schedule::kScorer:
       return "scorer";
     case Schedule::kScorerNoAhead:
@@ -120,7 +130,8 @@ __device__ __forceinline__ void PvOfBlock(const F16PvPlace& at, uint32_t n, int 
 
 // The scorer's softmax of block n: Softmax's arithmetic (no mask: every token visible) reading S
 // without writing it (the S of n + 1 is in flight: an accumulator written by another
-// instruction then serializes every wgmma, C7515), then published.
+// instruction then serializes every wgmma, C7515), then published. !kStoreP: P is not stored.
+template <bool kStoreP = true>
 __device__ __forceinline__ void ScorerSoftmax(const F16PvPlace& at, const float (&s)[32],
                                               float (&m)[2], float (&l)[2], uint32_t n,
                                               float scale_log2, uint32_t p_tile) {
@@ -139,7 +150,9 @@ __device__ __forceinline__ void ScorerSoftmax(const F16PvPlace& at, const float 
       const float p0 = BlockP(s[4 * j + 2 * h], scale_log2, m_use[h]);
       const float p1 = BlockP(s[4 * j + 2 * h + 1], scale_log2, m_use[h]);
       l[h] += p0 + p1;
-      StoreShared32(PAt(p_tile, at.r0 + 8 * h, 8 * j + 2 * at.quad), PackF16x2(p0, p1));
+      if (kStoreP) {
+        StoreShared32(PAt(p_tile, at.r0 + 8 * h, 8 * j + 2 * at.quad), PackF16x2(p0, p1));
+      }
     }
   }
   if (at.quad == 0) {
@@ -276,7 +289,8 @@ __device__ __forceinline__ void IssueScores(const F16PvPlace& at, int slot, uint
 }
 
 // The f16pv kernel's bf16 consumer order over `blocks` kv blocks of one item (RunConsumer).
-template <bool kRelay, bool kUnrolledS, int kSlots>
+// kSoftmax: 0 the kernel's Softmax, 1 ScorerSoftmax, 2 ScorerSoftmax without P's stores.
+template <bool kRelay, bool kUnrolledS, int kSlots, int kSoftmax = 0>
 __device__ void RunAlternate(const F16PvPlace& at, int w, int blocks, float scale_log2, float* sink,
                              long long* timeline) {
   auto stamp = [&](int event, uint32_t n) {
@@ -313,7 +327,11 @@ __device__ void RunAlternate(const F16PvPlace& at, int w, int blocks, float scal
     const bool own = WarpUniform(static_cast<int>(n & 1) == w);
     stamp(0, n);
     if (own) {
-      Softmax<false>(at, s, m, l, vend, i, n, scale_log2, PTileOf(at, n), [] {});
+      if constexpr (kSoftmax == 0) {
+        Softmax<false>(at, s, m, l, vend, i, n, scale_log2, PTileOf(at, n), [] {});
+      } else {
+        ScorerSoftmax<kSoftmax == 1>(at, s, m, l, n, scale_log2, PTileOf(at, n));
+      }
       NamedBarrierSync(2 + w, kSm90WgThreads);
       stamp(1, n);
     } else if (i + 1 < blocks) {
@@ -416,14 +434,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   const float scale_log2 = 0.0601f;  // 1 / sqrt(576) x log2(e)
   const long long t0 = clock64();
   constexpr bool kUnrolledS = kSchedule == Schedule::kAlternateUnrolledS;
-  if constexpr (kSchedule == Schedule::kAlternate || kRelay || kUnrolledS || kSlots == 4) {
+  constexpr int kSoftmax = kSchedule == Schedule::kAlternateLeanSoftmax ? 1
+                           : kSchedule == Schedule::kAlternateNoPStores ? 2
+                                                                        : 0;
+  if constexpr (kSchedule == Schedule::kAlternate || kRelay || kUnrolledS || kSlots == 4 ||
+                kSoftmax > 0) {
     if (wg == 2) {
       SetMaxRegsDec<Sm90ProducerRegs(kSm90ConsumerRegs)>();
       if (kRelay) RunRelay(at, blocks);
     } else {
       SetMaxRegsInc<kSm90ConsumerRegs>();
-      RunAlternate<kRelay, kUnrolledS, kSlots>(at, wg, blocks, scale_log2, sink,
-                                               blockIdx.x == 0 ? timeline : nullptr);
+      RunAlternate<kRelay, kUnrolledS, kSlots, kSoftmax>(at, wg, blocks, scale_log2, sink,
+                                                         blockIdx.x == 0 ? timeline : nullptr);
     }
   } else {
     if (wg == 0) {
@@ -507,7 +529,9 @@ void Measure(int blocks, int sms, long long* cycles_d, float* sink_d, long long*
               static_cast<double>(best) / blocks, best_ms, best / (best_ms * 1e3));
   if (blocks >= kTimelineFirst + kTimelineBlocks &&
       (kSchedule == Schedule::kAlternate || kSchedule == Schedule::kAlternateRelay ||
-       kSchedule == Schedule::kAlternateUnrolledS || kSchedule == Schedule::kAlternateFourSlots)) {
+       kSchedule == Schedule::kAlternateUnrolledS || kSchedule == Schedule::kAlternateFourSlots ||
+       kSchedule == Schedule::kAlternateLeanSoftmax ||
+       kSchedule == Schedule::kAlternateNoPStores)) {
     kernel<<<sms, kThreads, mla::SmemSm90::kBytes>>>(blocks, cycles_d, sink_d, timeline_d);
     MLAPS_CHECK_HIP(hipGetLastError());
     MLAPS_CHECK_HIP(hipDeviceSynchronize());
@@ -543,6 +567,8 @@ int main(int argc, char** argv) {
   mlaps::Measure<Schedule::kAlternateRelay>(blocks, sms, cycles_d, sink_d, timeline_d);
   mlaps::Measure<Schedule::kAlternateUnrolledS>(blocks, sms, cycles_d, sink_d, timeline_d);
   mlaps::Measure<Schedule::kAlternateFourSlots>(blocks, sms, cycles_d, sink_d, timeline_d);
+  mlaps::Measure<Schedule::kAlternateLeanSoftmax>(blocks, sms, cycles_d, sink_d, timeline_d);
+  mlaps::Measure<Schedule::kAlternateNoPStores>(blocks, sms, cycles_d, sink_d, timeline_d);
   mlaps::Measure<Schedule::kScorer>(blocks, sms, cycles_d, sink_d, timeline_d);
   mlaps::Measure<Schedule::kScorerNoAhead>(blocks, sms, cycles_d, sink_d, timeline_d);
   MLAPS_CHECK_HIP(hipFree(cycles_d));

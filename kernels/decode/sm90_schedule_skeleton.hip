@@ -58,6 +58,16 @@ enum class Schedule : int {
   kAlternateNoPStores
 };
 
+// What a schedule is made of (one place for the kernel and the host).
+constexpr bool IsThreeRoles(Schedule s) {
+  return s == Schedule::kScorer || s == Schedule::kScorerNoAhead;
+}
+constexpr int SlotsOf(Schedule s) { return s == Schedule::kAlternateFourSlots ? 4 : 2; }
+// 0 the kernel's Softmax, 1 ScorerSoftmax, 2 ScorerSoftmax without P's stores.
+constexpr int SoftmaxOf(Schedule s) {
+  return s == Schedule::kAlternateLeanSoftmax ? 1 : s == Schedule::kAlternateNoPStores ? 2 : 0;
+}
+
 constexpr int kThreads = 384;
 // The timeline of the alternate schedules: block 0's two consumers stamp the SM clock at five
 // events of kv blocks [kTimelineFirst, kTimelineFirst + kTimelineBlocks) (thread 0 of each).
@@ -203,9 +213,12 @@ __device__ void RunRelay(const F16PvPlace& at, int blocks) {
 // Writes `sink` only if an element of O^T, a row sum or a running max is NaN (never): every
 // result stays live, or the compiler drops the work whose results nothing reads (a first version
 // read o[0][0] only and timed one P V dims tile of four).
+__device__ __forceinline__ bool RowsNaN(const float (&l)[2], const float (&m)[2]) {
+  return !(l[0] == l[0]) || !(l[1] == l[1]) || !(m[0] == m[0]) || !(m[1] == m[1]);
+}
 __device__ __forceinline__ void KeepLive(const float (&o)[4][32], const float (&l)[2],
                                          const float (&m)[2], float* sink) {
-  bool nan = !(l[0] == l[0]) || !(l[1] == l[1]) || !(m[0] == m[0]) || !(m[1] == m[1]);
+  bool nan = RowsNaN(l, m);
 #pragma unroll
   for (int t = 0; t < 4; ++t) {
 #pragma unroll
@@ -289,7 +302,7 @@ __device__ __forceinline__ void IssueScores(const F16PvPlace& at, int slot, uint
 }
 
 // The f16pv kernel's bf16 consumer order over `blocks` kv blocks of one item (RunConsumer).
-// kSoftmax: 0 the kernel's Softmax, 1 ScorerSoftmax, 2 ScorerSoftmax without P's stores.
+// kSoftmax: SoftmaxOf.
 template <bool kRelay, bool kUnrolledS, int kSlots, int kSoftmax = 0>
 __device__ void RunAlternate(const F16PvPlace& at, int w, int blocks, float scale_log2, float* sink,
                              long long* timeline) {
@@ -376,9 +389,7 @@ __device__ void RunScorer(const F16PvPlace& at, int blocks, float scale_log2, fl
     step(static_cast<uint32_t>(i), s[0], s[1]);
     if (i + 1 < blocks) step(static_cast<uint32_t>(i + 1), s[1], s[0]);
   }
-  if (!(l[0] == l[0]) || !(l[1] == l[1]) || !(m[0] == m[0]) || !(m[1] == m[1])) {
-    sink[threadIdx.x] = l[0];
-  }
+  if (RowsNaN(l, m)) sink[threadIdx.x] = l[0];
 }
 
 __device__ void RunPv(const F16PvPlace& at, int w, int blocks, float* sink) {
@@ -412,7 +423,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   const F16PvPlace at = PlaceOf(smem);
   constexpr bool kRelay = kSchedule == Schedule::kAlternateRelay;
-  constexpr int kSlots = kSchedule == Schedule::kAlternateFourSlots ? 4 : 2;
+  constexpr int kSlots = SlotsOf(kSchedule);
   if (threadIdx.x == 0) {
     for (int b = 0; b < SmemSm90::kNumBars; ++b) {
       const bool full = b < SmemSm90::kLanded, landed = !full && b < SmemSm90::kEmpty;
@@ -434,18 +445,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   const float scale_log2 = 0.0601f;  // 1 / sqrt(576) x log2(e)
   const long long t0 = clock64();
   constexpr bool kUnrolledS = kSchedule == Schedule::kAlternateUnrolledS;
-  constexpr int kSoftmax = kSchedule == Schedule::kAlternateLeanSoftmax ? 1
-                           : kSchedule == Schedule::kAlternateNoPStores ? 2
-                                                                        : 0;
-  if constexpr (kSchedule == Schedule::kAlternate || kRelay || kUnrolledS || kSlots == 4 ||
-                kSoftmax > 0) {
+  if constexpr (!IsThreeRoles(kSchedule)) {
     if (wg == 2) {
       SetMaxRegsDec<Sm90ProducerRegs(kSm90ConsumerRegs)>();
       if (kRelay) RunRelay(at, blocks);
     } else {
       SetMaxRegsInc<kSm90ConsumerRegs>();
-      RunAlternate<kRelay, kUnrolledS, kSlots, kSoftmax>(at, wg, blocks, scale_log2, sink,
-                                                         blockIdx.x == 0 ? timeline : nullptr);
+      RunAlternate<kRelay, kUnrolledS, kSlots, SoftmaxOf(kSchedule)>(
+          at, wg, blocks, scale_log2, sink, blockIdx.x == 0 ? timeline : nullptr);
     }
   } else {
     if (wg == 0) {
@@ -527,11 +534,7 @@ void Measure(int blocks, int sms, long long* cycles_d, float* sink_d, long long*
   MLAPS_CHECK_HIP(hipEventDestroy(stop));
   std::printf("| %-10s | %10lld | %7.0f | %8.3f | %6.0f |\n", NameOf(kSchedule), best,
               static_cast<double>(best) / blocks, best_ms, best / (best_ms * 1e3));
-  if (blocks >= kTimelineFirst + kTimelineBlocks &&
-      (kSchedule == Schedule::kAlternate || kSchedule == Schedule::kAlternateRelay ||
-       kSchedule == Schedule::kAlternateUnrolledS || kSchedule == Schedule::kAlternateFourSlots ||
-       kSchedule == Schedule::kAlternateLeanSoftmax ||
-       kSchedule == Schedule::kAlternateNoPStores)) {
+  if (blocks >= kTimelineFirst + kTimelineBlocks && !IsThreeRoles(kSchedule)) {
     kernel<<<sms, kThreads, mla::SmemSm90::kBytes>>>(blocks, cycles_d, sink_d, timeline_d);
     MLAPS_CHECK_HIP(hipGetLastError());
     MLAPS_CHECK_HIP(hipDeviceSynchronize());

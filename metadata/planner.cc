@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -147,6 +148,7 @@ namespace {
 // and the reduce of the split tiles (the registry's reduce entry).
 struct PlanPrediction {
   double makespan_ns = 0, reduce_ns = 0;
+  int64_t split_tiles = 0;
   double total_ns() const { return makespan_ns + reduce_ns; }
 };
 PlanPrediction PredictPlan(const std::vector<QoTile>& tiles, const ResolvedVariant& variant,
@@ -163,10 +165,13 @@ PlanPrediction PredictPlan(const std::vector<QoTile>& tiles, const ResolvedVaria
     ++pieces[a.tile];
   }
   int64_t rows = 0;
-  for (size_t t = 0; t < ordered.size(); ++t) {
-    if (pieces[t] > 1) rows += pieces[t] * ordered[t].tokens() * variant.heads_per_group;
-  }
   PlanPrediction p;
+  for (size_t t = 0; t < ordered.size(); ++t) {
+    if (pieces[t] > 1) {
+      rows += pieces[t] * ordered[t].tokens() * variant.heads_per_group;
+      ++p.split_tiles;
+    }
+  }
   p.makespan_ns = *std::max_element(load.begin(), load.end());
   p.reduce_ns = ReduceNs(variant.reduce, rows);
   return p;
@@ -188,6 +193,51 @@ UnitCosts BatchUnitCosts(const Batch& batch, const proto::CostModel& cost, int r
   return TileUnitCosts(cost, rows, several, kv_granularity);
 }
 
+namespace {
+
+// BatchFixedOverhead where the item plan's reduce is more than a tenth of its busiest CU (short
+// items). There the reduce's registry cost (timed alone) overstates what it adds after the bf16
+// hi + lo kernel (measured on the H200 at 32 x 1024 (64,2): 8 us against 16 predicted; whole
+// tiles ran 61.9 -> 66.7 us), so those plans keep the item charge. After the f16 P V kernel it
+// adds at least that much (H200: 20 us; H100: 18.0-19.3 against 19.3-19.6 timed alone), and a
+// split piece costs more than the tile entry says (32-39 kcycles for 1-5 kv blocks against
+// 63 for a whole 16-block tile), so whole tiles are weighed against the item plan, makespan
+// plus reduce: at 32 x 1024 fp8 (32,3), (64,2), (128,1) they ran 53.7, 61.1, 60.9 -> 43.6,
+// 44.4, 43.7 us on the H100 (kernels/decode/notes.md, session 39). Whole tiles: the least
+// charge with which a fresh CU's payload (the mean load plus one charge) holds the largest
+// tile, so the walk splits none; a plan that still splits one keeps the item charge.
+int ShortItemsFixedOverhead(const Batch& batch, const ResolvedVariant& variant,
+                            const PlanOptions& options, const std::vector<QoTile>& tiles,
+                            const PlanPrediction& item, const UnitCosts& unit) {
+  const int rows = variant.heads_per_group * variant.tokens_per_tile;
+  const bool f16pv =
+      batch.arch == Arch::kSm90 &&
+      std::string_view(Sm90DecodeKernelName(
+          batch.kv_dtype == DType::kFp8, rows, options.num_cu > DefaultNumCu(batch.arch),
+          batch.page_size, batch.kv_indptr.empty() ? 0 : batch.kv_indptr.back(),
+          batch.num_requests())) == "f16pv";
+  if (!f16pv) return options.fixed_overhead;
+  int64_t n = 0, sum = 0, most = 0;
+  for (const QoTile& t : tiles) {
+    if (t.kv_tokens <= 0) continue;
+    ++n;
+    sum += t.blocks;
+    most = std::max(most, t.blocks);
+  }
+  if (n == 0) return options.fixed_overhead;
+  // A fresh CU holds the largest tile whole when ceil((sum + n x charge) / num_cu) >= most.
+  const int64_t charge =
+      std::max<int64_t>(0, (static_cast<int64_t>(options.num_cu) * (most - 1) - sum) / n + 1);
+  if (charge <= options.fixed_overhead || charge > (1 << 20)) return options.fixed_overhead;
+  PlanOptions whole = options;
+  whole.fixed_overhead = static_cast<int>(charge);
+  const PlanPrediction w = PredictPlan(tiles, variant, whole, batch.page_size, unit);
+  if (w.split_tiles > 0) return options.fixed_overhead;
+  return w.total_ns() < item.total_ns() ? whole.fixed_overhead : options.fixed_overhead;
+}
+
+}  // namespace
+
 int BatchFixedOverhead(const Batch& batch, const ResolvedVariant& variant,
                        const PlanOptions& options) {
   const int rows = variant.heads_per_group * variant.tokens_per_tile;
@@ -206,11 +256,9 @@ int BatchFixedOverhead(const Batch& batch, const ResolvedVariant& variant,
   if (batch.page_size < kSm90WholePageTokens) return options.fixed_overhead;
   const std::vector<QoTile> tiles = BuildTiles(batch, variant, options.kv_granularity);
   const PlanPrediction item = PredictPlan(tiles, variant, options, batch.page_size, unit);
-  // Where the item plan's reduce is more than a tenth of its decode (short items), the reduce's
-  // registry cost (timed alone) misjudges what it adds after the decode: measured on the H200
-  // at 32 x 1024 (64,2), 8 us (bf16) and 20 us (fp8) against 16 predicted, and whole tiles
-  // there ran bf16 61.9 -> 66.7 us (fp8 59.3 -> 42.8). The item charge stays.
-  if (10 * item.reduce_ns > item.makespan_ns) return options.fixed_overhead;
+  if (10 * item.reduce_ns > item.makespan_ns) {
+    return ShortItemsFixedOverhead(batch, variant, options, tiles, item, unit);
+  }
   const PlanPrediction split = PredictPlan(tiles, variant, split_charged, batch.page_size, unit);
   return split.total_ns() < item.total_ns() ? split_charged.fixed_overhead : options.fixed_overhead;
 }

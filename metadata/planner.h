@@ -120,14 +120,17 @@ UnitCosts BatchUnitCosts(const Batch& batch, const proto::CostModel& cost, int r
 // item plus SplitReduceNs (a CU may then run that much over the mean load before the walk
 // splits a tile there) replaces it when the registry's costs predict its plan faster
 // (busiest CU + reduce; ties keep the item charge), for kv blocks of whole pages (page_size
-// >= 64) and where the item plan's predicted reduce is at most a tenth of its busiest CU (the
-// reduce's cost, timed alone, misjudges it after short items). It pays where whole tiles fill the
-// CUs evenly enough (e.g. on the H200, 128 x 8192 at fp8 (64, 2): 256 tiles on 132 CUs, two a CU,
-// with no reduce, 6% faster than split at every CU boundary) and is not taken where the larger
-// payload would only lengthen the busiest CU (mixed long and short requests). Uncalibrated variants
-// keep options.fixed_overhead. It walks the batch twice more on the host (planner_bench, 2 cores: b
-// = 1024 H16 0.11 -> 0.40 ms a plan, b = 1024 H128 qlen 4 3.5 -> 8.1 ms); an explicit
-// fixed_overhead skips it.
+// >= 64) and where the item plan's predicted reduce is at most a tenth of its busiest CU. Past
+// that (short items) the reduce's cost, timed alone, overstates what it adds after the bf16
+// hi + lo kernel, whose plans keep the item charge; plans on the f16 P V kernel take the least
+// charge that splits no tile where that plan is predicted faster (fp8 32 x 1024 (64,2): whole
+// tiles 44.4 us against 61.1 split on the H100, notes.md session 39). The split charge pays where
+// whole tiles fill the CUs evenly enough (e.g. on the H200, 128 x 8192 at fp8 (64, 2): 256 tiles on
+// 132 CUs, two a CU, with no reduce, 6% faster than split at every CU boundary) and is not taken
+// where the larger payload would only lengthen the busiest CU (mixed long and short requests).
+// Uncalibrated variants keep options.fixed_overhead. It walks the batch twice more on the host
+// (planner_bench, 2 cores: b = 1024 H16 0.11 -> 0.40 ms a plan, b = 1024 H128 qlen 4 3.5 -> 8.1
+// ms); an explicit fixed_overhead skips it.
 int BatchFixedOverhead(const Batch& batch, const ResolvedVariant& variant,
                        const PlanOptions& options);
 

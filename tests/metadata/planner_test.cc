@@ -437,9 +437,28 @@ TEST(Planner, BatchFixedOverheadTakesTheSplitChargeWhereWholeTilesBalance) {
   EXPECT_GT(item->num_reduce_tiles(), 100);
 
   // Short items (64 tiles of 16 blocks: pieces of 10 and 6 blocks, a reduce of 8.1 us against
-  // a busiest CU of 13.5): the item charge, even where whole tiles are predicted faster.
+  // a busiest CU of 13.5). fp8 runs them on the f16 P V kernel: whole tiles (19.5 us, no
+  // reduce) against 21.6, at the least charge that splits none: with 15 the mean load is
+  // ceil((1024 + 64 x 15) / 132) = 16 blocks, a whole tile's.
   const Batch few = MakeUniformBatch(Arch::kSm90, DType::kFp8, 64, 64, 1, 1024, 64);
-  EXPECT_EQ(BatchFixedOverhead(few, v, ItemCharged(132)), 4);
+  EXPECT_EQ(BatchFixedOverhead(few, v, ItemCharged(132)), 15);
+  PlanOptions whole_charged = ItemCharged(132);
+  whole_charged.fixed_overhead = 15;
+  absl::StatusOr<WorkPlan> few_whole = PlanDecode(few, whole_charged);
+  ASSERT_TRUE(few_whole.ok()) << few_whole.status();
+  EXPECT_EQ(few_whole->num_reduce_tiles(), 0);
+  EXPECT_EQ(few_whole->num_works(), 64);
+  whole_charged.fixed_overhead = 14;  // one less: the walk splits
+  EXPECT_GT(PlanDecode(few, whole_charged)->num_reduce_tiles(), 0);
+  // bf16 short requests run on the hi + lo kernel, whose reduce the registry overstates: the
+  // item charge, even where whole tiles are predicted faster.
+  const Batch few_bf16 = MakeUniformBatch(Arch::kSm90, DType::kBf16, 64, 64, 1, 1024, 64);
+  EXPECT_EQ(BatchFixedOverhead(few_bf16, v, ItemCharged(132)), 4);
+  // fp8 where whole tiles are predicted slower (3 us a block: 51.5 against 33.5 + 8.1): the item
+  // charge.
+  ResolvedVariant slow_blocks = v;
+  slow_blocks.cost.set_ns_per_block(3000);
+  EXPECT_EQ(BatchFixedOverhead(few, slow_blocks, ItemCharged(132)), 4);
   // A long request among short ones: split anyway; the item charge stays.
   std::vector<int> lens(96, 700);
   for (int i = 0; i < 8; ++i) lens[i * 12] = 32768;

@@ -420,6 +420,15 @@ PlanOptions ItemCharged(int num_cu) {
   return o;
 }
 
+// The split tiles of `batch`'s plan on 132 CUs with `charge` blocks an item.
+int64_t SplitTilesCharged(const Batch& batch, int charge) {
+  PlanOptions o = ItemCharged(132);
+  o.fixed_overhead = charge;
+  absl::StatusOr<WorkPlan> plan = PlanDecode(batch, o);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return plan.ok() ? plan->num_reduce_tiles() : -1;
+}
+
 TEST(Planner, BatchFixedOverheadTakesTheSplitChargeWhereWholeTilesBalance) {
   const ResolvedVariant v = CostedVariant();
   // 256 tiles of 128 blocks on 132 CUs: charged 4, the walk splits a tile at almost every CU
@@ -427,14 +436,8 @@ TEST(Planner, BatchFixedOverheadTakesTheSplitChargeWhereWholeTilesBalance) {
   // charged 16, two whole tiles a CU on 128 CUs (2 x 132 blocks, no reduce): 16 is faster.
   const Batch uniform = MakeUniformBatch(Arch::kSm90, DType::kFp8, 64, 256, 1, 8192, 64);
   EXPECT_EQ(BatchFixedOverhead(uniform, v, ItemCharged(132)), 16);
-  PlanOptions split = ItemCharged(132);
-  split.fixed_overhead = 16;
-  absl::StatusOr<WorkPlan> whole = PlanDecode(uniform, split);
-  ASSERT_TRUE(whole.ok()) << whole.status();
-  EXPECT_EQ(whole->num_reduce_tiles(), 0);
-  absl::StatusOr<WorkPlan> item = PlanDecode(uniform, ItemCharged(132));
-  ASSERT_TRUE(item.ok()) << item.status();
-  EXPECT_GT(item->num_reduce_tiles(), 100);
+  EXPECT_EQ(SplitTilesCharged(uniform, 16), 0);
+  EXPECT_GT(SplitTilesCharged(uniform, 4), 100);
 
   // Short items (64 tiles of 16 blocks: pieces of 10 and 6 blocks, a reduce of 8.1 us against
   // a busiest CU of 13.5). fp8 runs them on the f16 P V kernel: whole tiles (19.5 us, no
@@ -442,14 +445,8 @@ TEST(Planner, BatchFixedOverheadTakesTheSplitChargeWhereWholeTilesBalance) {
   // ceil((1024 + 64 x 15) / 132) = 16 blocks, a whole tile's.
   const Batch few = MakeUniformBatch(Arch::kSm90, DType::kFp8, 64, 64, 1, 1024, 64);
   EXPECT_EQ(BatchFixedOverhead(few, v, ItemCharged(132)), 15);
-  PlanOptions whole_charged = ItemCharged(132);
-  whole_charged.fixed_overhead = 15;
-  absl::StatusOr<WorkPlan> few_whole = PlanDecode(few, whole_charged);
-  ASSERT_TRUE(few_whole.ok()) << few_whole.status();
-  EXPECT_EQ(few_whole->num_reduce_tiles(), 0);
-  EXPECT_EQ(few_whole->num_works(), 64);
-  whole_charged.fixed_overhead = 14;  // one less: the walk splits
-  EXPECT_GT(PlanDecode(few, whole_charged)->num_reduce_tiles(), 0);
+  EXPECT_EQ(SplitTilesCharged(few, 15), 0);
+  EXPECT_GT(SplitTilesCharged(few, 14), 0);  // one less: the walk splits
   // bf16 short requests run on the hi + lo kernel, whose reduce the registry overstates: the
   // item charge, even where whole tiles are predicted faster.
   const Batch few_bf16 = MakeUniformBatch(Arch::kSm90, DType::kBf16, 64, 64, 1, 1024, 64);

@@ -199,13 +199,15 @@ namespace {
 // items). There the reduce's registry cost (timed alone) overstates what it adds after the bf16
 // hi + lo kernel (measured on the H200 at 32 x 1024 (64,2): 8 us against 16 predicted; whole
 // tiles ran 61.9 -> 66.7 us), so those plans keep the item charge. After the f16 P V kernel it
-// adds at least that much (H200: 20 us; H100: 18.0-19.3 against 19.3-19.6 timed alone), and a
+// adds more than the registry predicts (H200: 20 us against 16; H100: 18.0-19.3, 19.3-19.6 timed
+// alone), and a
 // split piece costs more than the tile entry says (32-39 kcycles for 1-5 kv blocks against
 // 63 for a whole 16-block tile), so whole tiles are weighed against the item plan, makespan
 // plus reduce: at 32 x 1024 fp8 (32,3), (64,2), (128,1) they ran 53.7, 61.1, 60.9 -> 43.6,
 // 44.4, 43.7 us on the H100 (kernels/decode/notes.md, session 39). Whole tiles: the least
-// charge with which a fresh CU's payload (the mean load plus one charge) holds the largest
-// tile, so the walk splits none; a plan that still splits one keeps the item charge.
+// charge with which an empty CU's payload (the mean load plus one charge) holds the largest
+// tile. Uniform batches then split none; where a partly filled CU still splits a tile (mixed
+// lengths), the item charge stays.
 int ShortItemsFixedOverhead(const Batch& batch, const ResolvedVariant& variant,
                             const PlanOptions& options, const std::vector<QoTile>& tiles,
                             const PlanPrediction& item, const UnitCosts& unit) {

@@ -123,7 +123,8 @@ UnitCosts BatchUnitCosts(const Batch& batch, const proto::CostModel& cost, int r
 // >= 64) and where the item plan's predicted reduce is at most a tenth of its busiest CU. Past
 // that (short items) the reduce's cost, timed alone, overstates what it adds after the bf16
 // hi + lo kernel, whose plans keep the item charge; plans on the f16 P V kernel take the least
-// charge that splits no tile where that plan is predicted faster (fp8 32 x 1024 (64,2): whole
+// charge with which an empty CU holds the largest tile, where that plan splits no tile and is
+// predicted faster (fp8 32 x 1024 (64,2): whole
 // tiles 44.4 us against 61.1 split on the H100, notes.md session 39). The split charge pays where
 // whole tiles fill the CUs evenly enough (e.g. on the H200, 128 x 8192 at fp8 (64, 2): 256 tiles on
 // 132 CUs, two a CU, with no reduce, 6% faster than split at every CU boundary) and is not taken

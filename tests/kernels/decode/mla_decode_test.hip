@@ -1100,7 +1100,7 @@ TEST_F(MlaDecodeGpu, DecodeMergeGivesTheReduceBits) {
   const int sms = SmCount();
   for (const MergeCase& m : std::vector<MergeCase>{{DType::kBf16, 16, 1, 1, 12000, 64, sms},
                                                    {DType::kFp8, 16, 1, 32, 1024, 64, sms},
-                                                   {DType::kFp8, 64, 2, 32, 1024, 64, sms},
+                                                   {DType::kFp8, 64, 2, 32, 2048, 64, sms},
                                                    {DType::kBf16, 64, 2, 32, 1024, 64, sms},
                                                    {DType::kBf16, 64, 1, 4, 9000, 64, sms},
                                                    {DType::kFp8, 128, 2, 8, 3000, 64, sms},

@@ -179,13 +179,23 @@ PlanPrediction PredictPlan(const std::vector<QoTile>& tiles, const ResolvedVaria
 
 }  // namespace
 
+namespace {
+
+// The sm90 kernel the launcher runs `batch`'s tiles of `rows` rows on, on a grid of num_cu blocks
+// (Sm90DecodeKernelName).
+const char* Sm90KernelOf(const Batch& batch, int rows, int num_cu) {
+  return Sm90DecodeKernelName(
+      batch.kv_dtype == DType::kFp8, rows, num_cu > DefaultNumCu(batch.arch), batch.page_size,
+      batch.kv_indptr.empty() ? 0 : batch.kv_indptr.back(), batch.num_requests());
+}
+
+}  // namespace
+
 UnitCosts BatchUnitCosts(const Batch& batch, const proto::CostModel& cost, int rows, int num_cu,
                          int kv_granularity) {
   const bool several = num_cu > DefaultNumCu(batch.arch);
   if (batch.arch == Arch::kSm90) {
-    const char* kernel = Sm90DecodeKernelName(
-        batch.kv_dtype == DType::kFp8, rows, several, batch.page_size,
-        batch.kv_indptr.empty() ? 0 : batch.kv_indptr.back(), batch.num_requests());
+    const char* kernel = Sm90KernelOf(batch, rows, num_cu);
     if (const proto::RoutedTileCost* r = RoutedCost(cost, kernel, rows, kv_granularity)) {
       return UnitCosts{r->ns_per_block(), r->ns_per_item()};
     }
@@ -196,29 +206,24 @@ UnitCosts BatchUnitCosts(const Batch& batch, const proto::CostModel& cost, int r
 namespace {
 
 // BatchFixedOverhead where the item plan's reduce is more than a tenth of its busiest CU (short
-// items). There the reduce's registry cost (timed alone) overstates what it adds after the bf16
-// hi + lo kernel (measured on the H200 at 32 x 1024 (64,2): 8 us against 16 predicted; whole
-// tiles ran 61.9 -> 66.7 us), so those plans keep the item charge. After the f16 P V kernel it
-// adds more than the registry predicts (H200: 20 us against 16; H100: 18.0-19.3, 19.3-19.6 timed
-// alone), and a
-// split piece costs more than the tile entry says (32-39 kcycles for 1-5 kv blocks against
-// 63 for a whole 16-block tile), so whole tiles are weighed against the item plan, makespan
-// plus reduce: at 32 x 1024 fp8 (32,3), (64,2), (128,1) they ran 53.7, 61.1, 60.9 -> 43.6,
-// 44.4, 43.7 us on the H100 (kernels/decode/notes.md, session 39). Whole tiles: the least
-// charge with which an empty CU's payload (the mean load plus one charge) holds the largest
-// tile. Uniform batches then split none; where a partly filled CU still splits a tile (mixed
-// lengths), the item charge stays.
+// items). There the reduce's registry cost (timed alone) overstates what it adds after the bf16 hi
+// + lo kernel (measured on the H200 at 32 x 1024 (64,2): 8 us against 16 predicted; whole tiles ran
+// 61.9 -> 66.7 us), so those plans keep the item charge. After the f16 P V kernel it adds more than
+// the registry predicts (H200: 20 us against 16; H100: 18.0-19.3, 19.3-19.6 timed alone), and a
+// split piece costs more than the tile entry says (32-39 kcycles for 1-5 kv blocks against 63 for a
+// whole 16-block tile), so whole tiles are weighed against the item plan, makespan plus reduce: at
+// 32 x 1024 fp8 (32,3), (64,2), (128,1) they ran 53.7, 61.1, 60.9 -> 43.6, 44.4, 43.7 us on the
+// H100 (kernels/decode/notes.md, session 39). Whole tiles: the least charge with which an empty
+// CU's payload (the mean load plus one charge) holds the largest tile. Uniform batches then split
+// none; where a partly filled CU still splits a tile (mixed lengths), the item charge stays.
 int ShortItemsFixedOverhead(const Batch& batch, const ResolvedVariant& variant,
                             const PlanOptions& options, const std::vector<QoTile>& tiles,
                             const PlanPrediction& item, const UnitCosts& unit) {
   const int rows = variant.heads_per_group * variant.tokens_per_tile;
-  const bool f16pv =
-      batch.arch == Arch::kSm90 &&
-      std::string_view(Sm90DecodeKernelName(
-          batch.kv_dtype == DType::kFp8, rows, options.num_cu > DefaultNumCu(batch.arch),
-          batch.page_size, batch.kv_indptr.empty() ? 0 : batch.kv_indptr.back(),
-          batch.num_requests())) == "f16pv";
-  if (!f16pv) return options.fixed_overhead;
+  if (batch.arch != Arch::kSm90 ||
+      std::string_view(Sm90KernelOf(batch, rows, options.num_cu)) != "f16pv") {
+    return options.fixed_overhead;
+  }
   int64_t n = 0, sum = 0, most = 0;
   for (const QoTile& t : tiles) {
     if (t.kv_tokens <= 0) continue;

@@ -116,15 +116,14 @@ UnitCosts BatchUnitCosts(const Batch& batch, const proto::CostModel& cost, int r
                          int kv_granularity);
 
 // The item charge PlanOptions::fixed_overhead -1 resolves to for `batch`: `options` (resolved,
-// num_cu the grid planned) carry DefaultFixedOverhead; the charge of DefaultFixedOverhead's
-// item plus SplitReduceNs (a CU may then run that much over the mean load before the walk
-// splits a tile there) replaces it when the registry's costs predict its plan faster
-// (busiest CU + reduce; ties keep the item charge), for kv blocks of whole pages (page_size
-// >= 64) and where the item plan's predicted reduce is at most a tenth of its busiest CU. Past
-// that (short items) the reduce's cost, timed alone, overstates what it adds after the bf16
-// hi + lo kernel, whose plans keep the item charge; plans on the f16 P V kernel take the least
-// charge with which an empty CU holds the largest tile, where that plan splits no tile and is
-// predicted faster (fp8 32 x 1024 (64,2): whole
+// num_cu the grid planned) carry DefaultFixedOverhead; the charge of DefaultFixedOverhead's item
+// plus SplitReduceNs (a CU may then run that much over the mean load before the walk splits a tile
+// there) replaces it when the registry's costs predict its plan faster (busiest CU + reduce; ties
+// keep the item charge), for kv blocks of whole pages (page_size >= 64) and where the item plan's
+// predicted reduce is at most a tenth of its busiest CU. Past that (short items) the reduce's cost,
+// timed alone, overstates what it adds after the bf16 hi + lo kernel, whose plans keep the item
+// charge; plans on the f16 P V kernel take the least charge with which an empty CU holds the
+// largest tile, where that plan splits no tile and is predicted faster (fp8 32 x 1024 (64,2): whole
 // tiles 44.4 us against 61.1 split on the H100, notes.md session 39). The split charge pays where
 // whole tiles fill the CUs evenly enough (e.g. on the H200, 128 x 8192 at fp8 (64, 2): 256 tiles on
 // 132 CUs, two a CU, with no reduce, 6% faster than split at every CU boundary) and is not taken
